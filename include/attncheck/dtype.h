@@ -1,0 +1,48 @@
+#pragma once
+// Element formats and the unit roundoff each one contributes to a tolerance.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "attncheck/plugin.h"
+
+namespace attncheck {
+
+/// Element format of q, k, v and out (values travel as doubles inside the
+/// harness and are always exactly representable in this format).
+enum class DType : uint32_t {
+  f64 = ATTNCHECK_F64,
+  f32 = ATTNCHECK_F32,
+  bf16 = ATTNCHECK_BF16,
+  f16 = ATTNCHECK_F16,
+};
+
+/// Bit (1u << dtype) of a dtype inside a dtype set.
+constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }
+
+/// "f64", "f32", "bf16" or "f16".
+std::string_view dtype_name(DType d);
+
+/// Parses a dtype name; throws std::invalid_argument naming the text.
+DType parse_dtype(std::string_view name);
+
+/// Unit roundoff u = 2^-p of the format (half an ulp of 1): 2^-53 for f64,
+/// 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16.
+double unit_roundoff(DType d);
+
+/// Half the smallest positive subnormal (the absolute underflow error of
+/// round-to-nearest), or the smallest normal when subnormals are flushed.
+double underflow_unit(DType d, bool flush_to_zero);
+
+/// Largest finite value of the format.
+double max_finite(DType d);
+
+/// Rounds x to the nearest value of format d (ties to even); the result is
+/// returned as a double, exactly.
+double round_to(DType d, double x);
+
+/// True when x is exactly representable in format d.
+bool representable(DType d, double x);
+
+}  // namespace attncheck

@@ -1,0 +1,38 @@
+#pragma once
+// The high-precision reference (SPEC section 1), computed with
+// Boost.Multiprecision over MPFR and rounded to the nearest double.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+/// The oracle's answer for one problem, every array contiguous. Besides the
+/// results it keeps the per-element and per-row quantities the tolerance of
+/// SPEC section 4 is computed from.
+struct OracleResult {
+  std::vector<double> out;      ///< [b][h][tq][dv]; 0 on empty rows
+  std::vector<double> weights;  ///< [b][h][tq][tk]; exactly 0 where disallowed
+  std::vector<double> lse;      ///< [b][h][tq]; -inf on empty rows
+  std::vector<double> scores;   ///< s_ij [b][h][tq][tk] after softcap and bias
+                                ///< (also at disallowed keys)
+  std::vector<double> abs_dot;  ///< S_ij = |scale| * sum_t |q_it k_jt|
+  std::vector<double> row_max;  ///< m = max over allowed s_ij; -inf if empty
+  std::vector<double> row_sum;  ///< l = sum over allowed exp(s_ij - m); 0 if empty
+  std::vector<int64_t> row_allowed;  ///< n = number of allowed keys
+  std::vector<uint8_t> row_empty;    ///< 1 where the row has no allowed key
+  std::vector<std::array<int64_t, 3>> empty_rows;  ///< [b, h, i] of empty rows
+};
+
+/// Precision of the oracle's arithmetic, in bits (>= 128; 64 bits is not
+/// enough for long rows).
+inline constexpr unsigned kOracleBits = 128;
+
+/// Computes the exact result of `p` at kOracleBits (or more), each value
+/// rounded to the nearest double. Empty rows are flagged, never an error.
+OracleResult oracle(const Problem& p);
+
+}  // namespace attncheck

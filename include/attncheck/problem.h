@@ -1,0 +1,148 @@
+#pragma once
+// The problem of SPEC section 1: everything an implementation is asked to
+// compute, with every field of the C ABI's attncheck_problem.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "attncheck/dtype.h"
+
+namespace attncheck {
+
+/// Where query i sits among the keys: p_i = i (top-left) or
+/// p_i = i + tk - tq (bottom-right, as flash-attention aligns).
+enum class Align : uint32_t {
+  top_left = ATTNCHECK_ALIGN_TOP_LEFT,
+  bottom_right = ATTNCHECK_ALIGN_BOTTOM_RIGHT,
+};
+
+/// A rank-4 view of doubles: element (i0, i1, i2, i3) lives at
+/// data[sum_k i_k * strides[k]]. A stride of 0 broadcasts that axis.
+template <typename T>
+struct Strided4 {
+  std::vector<T> data;
+  std::array<int64_t, 4> strides{0, 0, 0, 0};
+
+  /// Element at the given index (no bounds check beyond the vector's).
+  const T& at(int64_t i0, int64_t i1, int64_t i2, int64_t i3) const {
+    return data[static_cast<size_t>(i0 * strides[0] + i1 * strides[1] +
+                                    i2 * strides[2] + i3 * strides[3])];
+  }
+  T& at(int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return data[static_cast<size_t>(i0 * strides[0] + i1 * strides[1] +
+                                    i2 * strides[2] + i3 * strides[3])];
+  }
+};
+
+using Tensor = Strided4<double>;
+
+/// Row-major contiguous strides of a [d0][d1][d2][d3] tensor.
+std::array<int64_t, 4> contiguous_strides(int64_t d0, int64_t d1, int64_t d2,
+                                          int64_t d3);
+
+/// A contiguous zero tensor of the given shape.
+Tensor make_tensor(int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+
+/// An explicit boolean mask or additive bias of shape [B|1][H|1][tq][tk]:
+/// a leading dimension of 1 broadcasts.
+template <typename T>
+struct Broadcast {
+  int64_t batch = 1;  ///< 1 or the problem's batch
+  int64_t heads = 1;  ///< 1 or the problem's heads
+  std::vector<T> data;  ///< row-major [batch][heads][tq][tk]
+
+  /// Element for (b, h, i, j) of a problem with tq x tk scores.
+  const T& at(int64_t b, int64_t h, int64_t i, int64_t j, int64_t tq,
+              int64_t tk) const {
+    const int64_t bb = batch == 1 ? 0 : b, hh = heads == 1 ? 0 : h;
+    return data[static_cast<size_t>(((bb * heads + hh) * tq + i) * tk + j)];
+  }
+  T& at(int64_t b, int64_t h, int64_t i, int64_t j, int64_t tq, int64_t tk) {
+    const int64_t bb = batch == 1 ? 0 : b, hh = heads == 1 ? 0 : h;
+    return data[static_cast<size_t>(((bb * heads + hh) * tq + i) * tk + j)];
+  }
+};
+
+/// One scaled dot-product attention problem (SPEC section 1). Values are
+/// doubles exactly representable in `dtype`.
+struct Problem {
+  DType dtype = DType::f64;
+  int64_t batch = 1, heads = 1, kv_heads = 1, tq = 1, tk = 1, dk = 1, dv = 1;
+  Tensor q;  ///< [batch][heads][tq][dk]
+  Tensor k;  ///< [batch][kv_heads][tk][dk]
+  Tensor v;  ///< [batch][kv_heads][tk][dv]
+  std::vector<uint8_t> key_valid;  ///< [batch][tk], 1 = allowed; empty = all
+  std::optional<Broadcast<uint8_t>> mask;  ///< 1 = allowed
+  std::optional<Broadcast<double>> bias;   ///< added after the softcap
+  bool causal = false;
+  Align align = Align::top_left;  ///< for causal and window
+  int64_t window_left = -1, window_right = -1;  ///< -1 = unbounded
+  double scale = 1.0;    ///< multiplies q.k
+  double softcap = 0.0;  ///< 0 = off
+  std::vector<double> dout;  ///< [batch][heads][tq][dv]; empty = none
+
+  /// A problem of the given shape with contiguous zero tensors and the
+  /// default scale.
+  static Problem zeros(DType dtype, int64_t batch, int64_t heads,
+                       int64_t kv_heads, int64_t tq, int64_t tk, int64_t dk,
+                       int64_t dv);
+
+  /// The double nearest 1/sqrt(dk): the default scale.
+  static double default_scale(int64_t dk);
+
+  /// Key position of query i: i, or i + tk - tq when bottom-right aligned.
+  int64_t position(int64_t i) const {
+    return align == Align::top_left ? i : i + tk - tq;
+  }
+
+  /// The K/V head query head h reads (grouped-query attention).
+  int64_t kv_head(int64_t h) const { return h / (heads / kv_heads); }
+
+  /// Whether key j is allowed for query i of (b, h): every constraint AND-ed.
+  bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const;
+
+  /// Number of allowed keys of row (b, h, i).
+  int64_t allowed_count(int64_t b, int64_t h, int64_t i) const;
+
+  /// True when some row has no allowed key.
+  bool has_empty_rows() const;
+
+  /// Bias element for (b, h, i, j), 0 without bias.
+  double bias_at(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return bias ? bias->at(b, h, i, j, tq, tk) : 0.0;
+  }
+
+  /// Number of score elements B * H * tq * tk (exercise 4's accounting).
+  int64_t score_elements() const { return batch * heads * tq * tk; }
+
+  /// Bytes of the score tensor when stored in format d.
+  int64_t score_bytes(DType d) const;
+
+  /// Throws std::invalid_argument naming the first inconsistent field
+  /// (shapes, strides out of range, non-representable values, ...).
+  void validate() const;
+
+  /// The same problem with q, k, v in contiguous [b][h][t][d] layout.
+  Problem contiguous() const;
+};
+
+/// Index of output element (b, h, i, d) in a contiguous [b][h][tq][dv] array.
+inline size_t out_index(const Problem& p, int64_t b, int64_t h, int64_t i,
+                        int64_t d) {
+  return static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.dv + d);
+}
+
+/// Index of weight (b, h, i, j) in a contiguous [b][h][tq][tk] array.
+inline size_t weight_index(const Problem& p, int64_t b, int64_t h, int64_t i,
+                           int64_t j) {
+  return static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.tk + j);
+}
+
+/// Index of row (b, h, i) in a contiguous [b][h][tq] array.
+inline size_t row_index(const Problem& p, int64_t b, int64_t h, int64_t i) {
+  return static_cast<size_t>((b * p.heads + h) * p.tq + i);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,45 @@
+#pragma once
+// The registry of built-in implementations, filled by static registrars
+// (like google/benchmark's BENCHMARK) or at run time by register_impl().
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "attncheck/implementation.h"
+
+namespace attncheck {
+
+/// Adds an implementation; throws std::invalid_argument if its name is
+/// malformed or already taken.
+void register_impl(std::shared_ptr<const Implementation> impl);
+
+/// Every registered implementation, sorted by name.
+std::vector<std::shared_ptr<const Implementation>> registered_impls();
+
+/// The implementation with this name, or nullptr.
+std::shared_ptr<const Implementation> find_impl(std::string_view name);
+
+/// True for names of the form [a-z0-9_.-]+.
+bool valid_impl_name(std::string_view name);
+
+namespace detail {
+/// Registers at static-initialisation time; use ATTNCHECK_REGISTER_IMPL.
+struct Registrar {
+  explicit Registrar(std::function<std::shared_ptr<const Implementation>()> f);
+};
+}  // namespace detail
+
+}  // namespace attncheck
+
+#define ATTNCHECK_CONCAT_INNER_(a, b) a##b
+#define ATTNCHECK_CONCAT_(a, b) ATTNCHECK_CONCAT_INNER_(a, b)
+
+/// Registers the implementation made by the expression `...` (a
+/// std::shared_ptr<const Implementation> or convertible) before main().
+#define ATTNCHECK_REGISTER_IMPL(...)                                      \
+  static const ::attncheck::detail::Registrar ATTNCHECK_CONCAT_(          \
+      attncheck_registrar_, __LINE__)([] {                               \
+    return std::shared_ptr<const ::attncheck::Implementation>(__VA_ARGS__); \
+  })

@@ -1,0 +1,77 @@
+#include "attncheck/dtype.h"
+
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+
+#include "attncheck/error.h"
+
+namespace attncheck {
+namespace {
+
+struct Format {
+  int precision;  // significand bits, the implicit one included
+  int min_exp;    // frexp exponent of the smallest normal (x = m 2^e, m in [.5, 1))
+  double max;
+};
+
+Format format(DType d) {
+  switch (d) {
+    case DType::f64: return {53, -1021, DBL_MAX};
+    case DType::f32: return {24, -125, FLT_MAX};
+    // bf16 shares f32's exponent range with 8 significand bits.
+    case DType::bf16: return {8, -125, std::ldexp(255.0, 120)};
+    case DType::f16: return {11, -13, 65504.0};
+  }
+  throw std::invalid_argument("unknown dtype");
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::f64: return "f64";
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "unknown";
+}
+
+DType parse_dtype(std::string_view name) {
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (dtype_name(d) == name) return d;
+  }
+  throw InputError("unknown dtype '" + std::string(name) +
+                   "' (expected f64, f32, bf16 or f16)");
+}
+
+double unit_roundoff(DType d) { return std::ldexp(1.0, -format(d).precision); }
+
+double underflow_unit(DType d, bool flush_to_zero) {
+  const Format f = format(d);
+  // Smallest normal is 2^(min_exp - 1); the smallest subnormal has
+  // precision - 1 fewer bits, and round-to-nearest errs by half of it.
+  return flush_to_zero ? std::ldexp(1.0, f.min_exp - 1)
+                       : std::ldexp(1.0, f.min_exp - f.precision - 1);
+}
+
+double max_finite(DType d) { return format(d).max; }
+
+double round_to(DType d, double x) {
+  if (d == DType::f64 || !std::isfinite(x) || x == 0.0) return x;
+  const Format f = format(d);
+  int e = 0;
+  std::frexp(x, &e);
+  const int ulp_exp = std::max(e, f.min_exp) - f.precision;
+  // Scaling by a power of two is exact, and nearbyint rounds ties to even.
+  const double r = std::ldexp(std::nearbyint(std::ldexp(x, -ulp_exp)), ulp_exp);
+  if (std::fabs(r) > f.max) return std::copysign(INFINITY, x);
+  return r;
+}
+
+bool representable(DType d, double x) {
+  return std::isnan(x) || round_to(d, x) == x;
+}
+
+}  // namespace attncheck

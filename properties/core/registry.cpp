@@ -1,0 +1,79 @@
+#include "attncheck/registry.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace attncheck {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const Implementation>, std::less<>> impls;
+};
+
+// Function-local so registrars in other translation units may run first.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+bool valid_impl_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+void register_impl(std::shared_ptr<const Implementation> impl) {
+  if (!impl) throw std::invalid_argument("register_impl: null implementation");
+  const std::string& name = impl->info().name;
+  if (!valid_impl_name(name)) {
+    throw std::invalid_argument("implementation name '" + name +
+                                "' is not of the form [a-z0-9_.-]+");
+  }
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (!r.impls.emplace(name, std::move(impl)).second) {
+    throw std::invalid_argument("implementation name '" + name +
+                                "' is registered twice");
+  }
+}
+
+std::vector<std::shared_ptr<const Implementation>> registered_impls() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::shared_ptr<const Implementation>> out;
+  for (const auto& [name, impl] : r.impls) out.push_back(impl);
+  return out;
+}
+
+std::shared_ptr<const Implementation> find_impl(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.impls.find(name);
+  return it == r.impls.end() ? nullptr : it->second;
+}
+
+namespace detail {
+Registrar::Registrar(std::function<std::shared_ptr<const Implementation>()> f) {
+  register_impl(f());
+}
+}  // namespace detail
+
+std::string_view kind_name(Kind k) {
+  switch (k) {
+    case Kind::reference: return "reference";
+    case Kind::adapter: return "adapter";
+    case Kind::layer: return "layer";
+    case Kind::broken: return "broken";
+    case Kind::plugin: return "plugin";
+  }
+  return "unknown";
+}
+
+}  // namespace attncheck
