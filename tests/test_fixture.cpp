@@ -1,2 +1,532 @@
+// Tests of the JSON problem, fixture and oracle files (SPEC section 5.3):
+// bit-exact round trips, defaults, and one clear line for every malformed
+// input.
+
+#include "attncheck/fixture.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Empty) {}
+
+#include "attncheck/error.h"
+
+namespace attncheck {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+uint64_t bits(double x) { return std::bit_cast<uint64_t>(x); }
+
+void expect_same_bits(const std::vector<double>& a,
+                      const std::vector<double>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(bits(a[i]), bits(b[i]))
+        << what << "[" << i << "]: " << a[i] << " vs " << b[i];
+  }
+}
+
+// A fresh directory per test under gtest's temporary directory.
+fs::path temp_dir(const std::string& name) {
+  const fs::path d =
+      fs::path(::testing::TempDir()) / ("attncheck_test_fixture_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Values that are easy to get wrong when printing and parsing.
+std::vector<double> awkward_values() {
+  return {-0.0,
+          0.0,
+          0.1,
+          1.0 / 3.0,
+          -2.0 / 3.0,
+          std::numeric_limits<double>::denorm_min(),
+          -std::numeric_limits<double>::denorm_min() * 12345,
+          std::numeric_limits<double>::min() / 3,
+          std::numeric_limits<double>::min(),
+          std::numeric_limits<double>::max(),
+          -std::numeric_limits<double>::max(),
+          std::nextafter(1.0, 2.0),
+          std::nextafter(1.0, 0.0),
+          1e22,
+          9007199254740993.0,
+          123456789.0,
+          -5e-300,
+          std::ldexp(1.0, 60)};
+}
+
+// A problem using every field, with awkward values in every tensor.
+Problem full_problem() {
+  Problem p = Problem::zeros(DType::f64, 2, 4, 2, 3, 5, 3, 2);
+  const std::vector<double> vals = awkward_values();
+  size_t n = 0;
+  for (auto* t : {&p.q, &p.k, &p.v})
+    for (double& x : t->data) x = vals[n++ % vals.size()];
+  p.key_valid = {1, 1, 0, 1, 1, 0, 1, 1, 1, 1};
+  Broadcast<uint8_t> m;
+  m.heads = 4;
+  m.data.assign(4 * 3 * 5, 1);
+  m.data[7] = 0;
+  p.mask = m;
+  Broadcast<double> bias;
+  bias.batch = 2;
+  bias.data.assign(2 * 3 * 5, 0.1);
+  bias.data[3] = -0.0;
+  bias.data[4] = std::numeric_limits<double>::denorm_min();
+  p.bias = bias;
+  p.causal = true;
+  p.align = Align::bottom_right;
+  p.window_left = 2;
+  p.window_right = 0;
+  p.scale = 1.0 / 3.0;
+  p.softcap = 0.1;
+  p.dout.assign(2 * 4 * 3 * 2, 1.0 / 3.0);
+  p.dout[0] = -0.0;
+  return p;
+}
+
+void expect_same_problem(const Problem& a, const Problem& b) {
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.heads, b.heads);
+  EXPECT_EQ(a.kv_heads, b.kv_heads);
+  EXPECT_EQ(a.tq, b.tq);
+  EXPECT_EQ(a.tk, b.tk);
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+  const Problem ca = a.contiguous(), cb = b.contiguous();
+  expect_same_bits(ca.q.data, cb.q.data, "q");
+  expect_same_bits(ca.k.data, cb.k.data, "k");
+  expect_same_bits(ca.v.data, cb.v.data, "v");
+  EXPECT_EQ(a.key_valid, b.key_valid);
+  ASSERT_EQ(a.mask.has_value(), b.mask.has_value());
+  if (a.mask) {
+    EXPECT_EQ(a.mask->batch, b.mask->batch);
+    EXPECT_EQ(a.mask->heads, b.mask->heads);
+    EXPECT_EQ(a.mask->data, b.mask->data);
+  }
+  ASSERT_EQ(a.bias.has_value(), b.bias.has_value());
+  if (a.bias) {
+    EXPECT_EQ(a.bias->batch, b.bias->batch);
+    EXPECT_EQ(a.bias->heads, b.bias->heads);
+    expect_same_bits(a.bias->data, b.bias->data, "bias");
+  }
+  EXPECT_EQ(a.causal, b.causal);
+  EXPECT_EQ(a.align, b.align);
+  EXPECT_EQ(a.window_left, b.window_left);
+  EXPECT_EQ(a.window_right, b.window_right);
+  EXPECT_EQ(bits(a.scale), bits(b.scale));
+  EXPECT_EQ(bits(a.softcap), bits(b.softcap));
+  expect_same_bits(a.dout, b.dout, "dout");
+}
+
+// A minimal valid problem: only the required fields.
+json minimal_json() {
+  return json{{"format", "attncheck-problem-1"},
+              {"dtype", "f64"},
+              {"batch", 1},
+              {"heads", 2},
+              {"tq", 2},
+              {"tk", 2},
+              {"dk", 2},
+              {"dv", 1},
+              {"q", {1, 0, 0, 1, 0.5, 0.5, -1, 2}},
+              {"k", {1, 0, 0, 1, 0.5, 0, 0, 2}},
+              {"v", {2, 4, -1, 3}}};
+}
+
+TEST(Fixture, DumpedDoublesReadBackBitExactly) {
+  // The claim number_to_json relies on: nlohmann prints a round-trip
+  // decimal for every finite double.
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    const double x = std::bit_cast<double>(rng());
+    if (!std::isfinite(x)) continue;
+    const double y =
+        number_from_json(json::parse(number_to_json(x).dump()), "test");
+    ASSERT_EQ(bits(x), bits(y)) << x;
+  }
+  for (double x : awkward_values()) {
+    const double y =
+        number_from_json(json::parse(number_to_json(x).dump()), "test");
+    EXPECT_EQ(bits(x), bits(y)) << x;
+  }
+}
+
+TEST(Fixture, NonFiniteNumbersAreStrings) {
+  EXPECT_EQ(number_to_json(kInf), json("inf"));
+  EXPECT_EQ(number_to_json(-kInf), json("-inf"));
+  EXPECT_EQ(number_to_json(std::nan("")), json("nan"));
+  EXPECT_EQ(number_from_json(json("inf"), "x"), kInf);
+  EXPECT_EQ(number_from_json(json("-inf"), "x"), -kInf);
+  EXPECT_TRUE(std::isnan(number_from_json(json("nan"), "x")));
+  EXPECT_EQ(number_from_json(json(3), "x"), 3.0);
+  EXPECT_THROW(number_from_json(json("Infinity"), "x"), InputError);
+  EXPECT_THROW(number_from_json(json(nullptr), "x"), InputError);
+}
+
+TEST(Fixture, ProblemRoundTripsBitExactly) {
+  const Problem p = full_problem();
+  p.validate();
+  const Problem back = problem_from_json(json::parse(problem_to_json(p).dump()),
+                                         "roundtrip.json");
+  expect_same_problem(p, back);
+}
+
+TEST(Fixture, StridedProblemIsWrittenAsItsLogicalValues) {
+  const Problem c = full_problem();
+  Problem s = c;
+  // q stored as [b][t][h][d].
+  s.q.strides = {3 * 4 * 3, 3, 4 * 3, 1};
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t t = 0; t < 3; ++t) s.q.at(b, h, i, t) = c.q.at(b, h, i, t);
+  ASSERT_NE(s.q.data, c.q.data);
+  EXPECT_EQ(problem_to_json(s).dump(), problem_to_json(c).dump());
+}
+
+TEST(Fixture, FixtureRoundTripsThroughAFile) {
+  Fixture f;
+  f.problem = full_problem();
+  f.args =
+      json{{"permutation", {2, 0, 1}}, {"coefficient", number_to_json(-0.0)}};
+  f.expected =
+      json{{"out",
+            {number_to_json(kInf), number_to_json(0.1), number_to_json(-kInf)}},
+           {"raw_inf", kInf}};
+  f.meta = json{{"property", "RowSumsToOne"}, {"seed", 42}};
+  const fs::path dir = temp_dir("roundtrip");
+  const std::string path = (dir / "nested" / "deeper" / "case.json").string();
+  save_fixture(path, f);
+  const Fixture g = load_fixture(path);
+  expect_same_problem(f.problem, g.problem);
+  EXPECT_EQ(g.args["permutation"], json({2, 0, 1}));
+  EXPECT_TRUE(std::signbit(number_from_json(g.args["coefficient"], "c")));
+  EXPECT_EQ(number_from_json(g.expected["out"][0], "e"), kInf);
+  EXPECT_EQ(number_from_json(g.expected["out"][1], "e"), 0.1);
+  EXPECT_EQ(number_from_json(g.expected["out"][2], "e"), -kInf);
+  // A raw infinity put into free-form JSON still reads back (nlohmann alone
+  // would write null).
+  EXPECT_EQ(number_from_json(g.expected["raw_inf"], "e"), kInf);
+  EXPECT_EQ(g.meta, f.meta);
+  // Written in the order of SPEC section 5.3, a tensor per line.
+  std::ifstream in(path);
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(second, R"( "format": "attncheck-fixture-1",)");
+  fs::remove_all(dir);
+}
+
+TEST(Fixture, OmittedFieldsTakeTheirDefaults) {
+  for (bool explicit_nulls : {false, true}) {
+    json j = minimal_json();
+    if (explicit_nulls) {
+      for (const char* name :
+           {"kv_heads", "key_valid", "mask", "bias", "causal", "align",
+            "window", "scale", "softcap", "dout"}) {
+        j[name] = nullptr;
+      }
+    }
+    const Problem p = problem_from_json(j, "minimal.json");
+    EXPECT_EQ(p.kv_heads, 2);
+    EXPECT_TRUE(p.key_valid.empty());
+    EXPECT_FALSE(p.mask.has_value());
+    EXPECT_FALSE(p.bias.has_value());
+    EXPECT_FALSE(p.causal);
+    EXPECT_EQ(p.align, Align::top_left);
+    EXPECT_EQ(p.window_left, -1);
+    EXPECT_EQ(p.window_right, -1);
+    EXPECT_EQ(p.scale, Problem::default_scale(2));
+    EXPECT_EQ(p.softcap, 0.0);
+    EXPECT_TRUE(p.dout.empty());
+    EXPECT_EQ(p.q.at(0, 1, 1, 1), 2.0);
+    EXPECT_EQ(p.q.strides, contiguous_strides(1, 2, 2, 2));
+  }
+}
+
+TEST(Fixture, ScaleIsAlwaysWrittenAsANumber) {
+  const Problem p = problem_from_json(minimal_json(), "minimal.json");
+  const json j = problem_to_json(p);
+  ASSERT_TRUE(j["scale"].is_number());
+  EXPECT_EQ(j["scale"].get<double>(), Problem::default_scale(2));
+}
+
+struct BadCase {
+  const char* name;
+  const char* field;  // the field the message must name
+  std::function<void(json&)> mutate;
+};
+
+std::vector<BadCase> bad_cases() {
+  return {
+      {"wrong_format", "format",
+       [](json& j) { j["format"] = "attncheck-problem-2"; }},
+      {"format_not_string", "format", [](json& j) { j["format"] = 1; }},
+      {"missing_format", "format", [](json& j) { j.erase("format"); }},
+      {"missing_q", "q", [](json& j) { j.erase("q"); }},
+      {"missing_dtype", "dtype", [](json& j) { j.erase("dtype"); }},
+      {"missing_batch", "batch", [](json& j) { j.erase("batch"); }},
+      {"unknown_dtype", "dtype", [](json& j) { j["dtype"] = "f8"; }},
+      {"batch_is_string", "batch", [](json& j) { j["batch"] = "1"; }},
+      {"batch_is_fraction", "batch", [](json& j) { j["batch"] = 1.5; }},
+      {"tq_is_zero", "tq", [](json& j) { j["tq"] = 0; }},
+      {"dk_negative", "dk", [](json& j) { j["dk"] = -2; }},
+      {"q_is_object", "q", [](json& j) { j["q"] = json::object(); }},
+      {"q_too_short", "q", [](json& j) { j["q"].erase(7); }},
+      {"k_too_long", "k", [](json& j) { j["k"].push_back(1); }},
+      {"v_element_string", "v", [](json& j) { j["v"][1] = "four"; }},
+      {"v_element_null", "v", [](json& j) { j["v"][0] = nullptr; }},
+      {"not_representable_f16", "q",
+       [](json& j) {
+         j["dtype"] = "f16";
+         j["q"][2] = 0.1;
+       }},
+      {"not_representable_bf16", "k",
+       [](json& j) {
+         j["dtype"] = "bf16";
+         j["k"][0] = 1.0 + std::ldexp(1.0, -10);
+       }},
+      {"kv_heads_not_divisor", "kv_heads", [](json& j) { j["kv_heads"] = 3; }},
+      {"key_valid_length", "key_valid",
+       [](json& j) {
+         j["key_valid"] = {1, 1, 1};
+       }},
+      {"key_valid_value", "key_valid",
+       [](json& j) {
+         j["key_valid"] = {1, 2};
+       }},
+      {"mask_value", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {1, 1, 2, 2}}, {"data", {1, 0, 2, 1}}};
+       }},
+      {"mask_shape_tq", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {1, 1, 3, 2}}, {"data", {1, 0, 1, 1, 1, 1}}};
+       }},
+      {"mask_shape_heads", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {1, 3, 2, 2}}, {"data", json::array()}};
+       }},
+      {"mask_shape_rank", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {2, 2}}, {"data", {1, 1, 1, 1}}};
+       }},
+      {"mask_data_length", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {1, 1, 2, 2}}, {"data", {1, 1, 1}}};
+       }},
+      {"mask_not_object", "mask",
+       [](json& j) {
+         j["mask"] = {1, 1, 1, 1};
+       }},
+      {"bias_infinite", "bias",
+       [](json& j) {
+         j["bias"] = {{"shape", {1, 2, 2, 2}},
+                      {"data", {0, 0, 0, "inf", 0, 0, 0, 0}}};
+       }},
+      {"bias_missing_data", "bias",
+       [](json& j) {
+         j["bias"] = {{"shape", {1, 1, 2, 2}}};
+       }},
+      {"causal_not_bool", "causal", [](json& j) { j["causal"] = 1; }},
+      {"unknown_align", "align", [](json& j) { j["align"] = "center"; }},
+      {"align_not_string", "align", [](json& j) { j["align"] = 0; }},
+      {"window_length", "window",
+       [](json& j) {
+         j["window"] = {1, 2, 3};
+       }},
+      {"window_below_minus_one", "window",
+       [](json& j) {
+         j["window"] = {-2, 0};
+       }},
+      {"scale_string", "scale", [](json& j) { j["scale"] = "half"; }},
+      {"scale_infinite", "scale", [](json& j) { j["scale"] = "inf"; }},
+      {"softcap_negative", "softcap", [](json& j) { j["softcap"] = -1.0; }},
+      {"dout_length", "dout",
+       [](json& j) {
+         j["dout"] = {1, 2};
+       }},
+      {"misspelled_field", "casual", [](json& j) { j["casual"] = true; }},
+  };
+}
+
+void expect_one_line_naming(const InputError& e, const std::string& file,
+                            const std::string& field) {
+  const std::string msg = e.what();
+  EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  EXPECT_NE(msg.find(field), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Fixture, MalformedProblemsNameTheFileAndTheField) {
+  for (const BadCase& c : bad_cases()) {
+    SCOPED_TRACE(c.name);
+    json j = minimal_json();
+    c.mutate(j);
+    try {
+      problem_from_json(j, "problem.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "problem.json", c.field);
+    }
+  }
+}
+
+TEST(Fixture, MalformedFilesNameTheFileAndTheField) {
+  const fs::path dir = temp_dir("malformed");
+  for (const BadCase& c : bad_cases()) {
+    SCOPED_TRACE(c.name);
+    json j = minimal_json();
+    c.mutate(j);
+    // Both as a bare problem and inside a fixture.
+    for (bool wrapped : {false, true}) {
+      const std::string path =
+          (dir / (std::string(c.name) + (wrapped ? "_fixture" : "") + ".json"))
+              .string();
+      json file =
+          wrapped ? json{{"format", "attncheck-fixture-1"}, {"problem", j}} : j;
+      std::ofstream(path) << file.dump(1);
+      if (!wrapped && std::string(c.field) == "format") continue;  // below
+      try {
+        load_fixture(path);
+        ADD_FAILURE() << "accepted " << path;
+      } catch (const InputError& e) {
+        expect_one_line_naming(e, path, c.field);
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Fixture, FileLevelErrorsNameTheFile) {
+  const fs::path dir = temp_dir("file_level");
+  auto expect_error = [](const std::string& path, const std::string& field) {
+    try {
+      load_fixture(path);
+      ADD_FAILURE() << "accepted " << path;
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, path, field);
+    }
+  };
+  const std::string missing = (dir / "missing.json").string();
+  expect_error(missing, "cannot open file");
+
+  auto write = [&](const char* name, const std::string& text) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << text;
+    return path;
+  };
+  expect_error(
+      write("not_json.json", "{\"format\": \"attncheck-problem-1\",\n oops}"),
+      "JSON");
+  expect_error(write("empty.json", ""), "JSON");
+  expect_error(write("array.json", "[1, 2]"), "object");
+  expect_error(write("no_format.json", "{}"), "format");
+  expect_error(
+      write("other_format.json", R"({"format": "attncheck-oracle-1"})"),
+      "format");
+  expect_error(
+      write("fixture_no_problem.json", R"({"format": "attncheck-fixture-1"})"),
+      "problem");
+  json f{{"format", "attncheck-fixture-1"},
+         {"problem", minimal_json()},
+         {"args", 3}};
+  expect_error(write("fixture_bad_args.json", f.dump()), "args");
+  f.erase("args");
+  f["metadata"] = json::object();
+  expect_error(write("fixture_unknown.json", f.dump()), "metadata");
+  f.erase("metadata");
+  EXPECT_NO_THROW(load_fixture(write("fixture_ok.json", f.dump())));
+  fs::remove_all(dir);
+}
+
+TEST(Fixture, SaveFailsWithInputError) {
+  const fs::path dir = temp_dir("save_fail");
+  const fs::path blocker = dir / "file";
+  std::ofstream(blocker) << "x";
+  Fixture f;
+  f.problem = full_problem();
+  // A regular file where a parent directory should be.
+  EXPECT_THROW(save_fixture((blocker / "sub" / "case.json").string(), f),
+               InputError);
+  fs::remove_all(dir);
+}
+
+TEST(Fixture, SeedFilesLoad) {
+  const std::string dir = std::string(ATTNCHECK_SOURCE_DIR) + "/fixtures/";
+  const Fixture e = load_fixture(dir + "seed_exercise1.json");
+  EXPECT_EQ(e.problem.tq, 2);
+  EXPECT_EQ(e.problem.tk, 2);
+  EXPECT_EQ(e.problem.scale, Problem::default_scale(2));
+  EXPECT_EQ(e.problem.v.data, (std::vector<double>{2, 0, 0, 4}));
+  EXPECT_TRUE(e.expected.is_null());
+  EXPECT_TRUE(e.args.empty());
+
+  const Fixture a = load_fixture(dir + "seed_exercise1_asymmetric.json");
+  ASSERT_EQ(a.problem.tq, 2);
+  ASSERT_EQ(a.problem.tk, 3);
+  // The point of the companion: scores that are not symmetric, so that a
+  // softmax over the query axis gives other weights.
+  const OracleResult r = oracle(a.problem);
+  EXPECT_NE(r.scores[weight_index(a.problem, 0, 0, 0, 1)],
+            r.scores[weight_index(a.problem, 0, 0, 1, 0)]);
+  for (int64_t j = 0; j < 3; ++j) {
+    const double col_sum = r.weights[weight_index(a.problem, 0, 0, 0, j)] +
+                           r.weights[weight_index(a.problem, 0, 0, 1, j)];
+    EXPECT_GT(std::fabs(col_sum - 1.0), 0.1) << "column " << j;
+  }
+}
+
+TEST(Fixture, OracleJsonOfExercise1) {
+  const Fixture e = load_fixture(std::string(ATTNCHECK_SOURCE_DIR) +
+                                 "/fixtures/seed_exercise1.json");
+  const json j = oracle_to_json(e.problem, oracle(e.problem));
+  EXPECT_EQ(j["format"], "attncheck-oracle-1");
+  for (const char* key :
+       {"out", "weights", "lse", "empty_rows", "uncertified"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key : {"dq", "dk", "dv", "note"})
+    EXPECT_FALSE(j.contains(key)) << key;
+  ASSERT_EQ(j["out"].size(), 4u);
+  EXPECT_NEAR(j["out"][0].get<double>(), 1.3395, 5e-5);
+  EXPECT_EQ(j["weights"].size(), 4u);
+  EXPECT_EQ(j["lse"].size(), 2u);
+  EXPECT_TRUE(j["empty_rows"].empty());
+  EXPECT_TRUE(j["uncertified"].empty());
+}
+
+TEST(Fixture, OracleJsonOfEmptyRowsAndGradients) {
+  Problem p = problem_from_json(minimal_json(), "minimal.json");
+  p.key_valid = {0, 0};
+  p.dout.assign(4, 1.0);
+  const json j = json::parse(oracle_to_json(p, oracle(p)).dump());
+  EXPECT_EQ(j["lse"], json({"-inf", "-inf", "-inf", "-inf"}));
+  EXPECT_EQ(j["empty_rows"],
+            json({{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}}));
+  for (const auto& x : j["out"]) EXPECT_EQ(x.get<double>(), 0.0);
+  for (const char* key : {"dq", "dk", "dv"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_TRUE(j[key].is_null()) << key;
+  }
+  EXPECT_TRUE(j["note"].is_string());
+}
+
+}  // namespace
+}  // namespace attncheck
