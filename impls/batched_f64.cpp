@@ -1,0 +1,20 @@
+// The batched reference in double: Eigen matrix products per (b, h).
+
+#include <memory>
+
+#include "attncheck/registry.h"
+#include "batched_kernel.h"
+#include "impl_common.h"
+
+namespace attncheck::impls {
+namespace {
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
+    reference_info("batched_f64", DType::f64, kBatchedFeatures,
+                   EmptyRowPolicy::error,
+                   "Eigen matrix products per (b, h) in double; key padding "
+                   "and causal masks only; empty rows are an error"),
+    [](const Problem& p) { return batched_forward<double>(p); }));
+
+}  // namespace
+}  // namespace attncheck::impls

@@ -1,0 +1,24 @@
+#pragma once
+// The batched kernel: attention as whole-matrix Eigen products per (b, h),
+// the way framework kernels without fusion compute it. It differs from the
+// loop kernel in summation order, which is what makes the two a useful pair.
+
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
+
+namespace attncheck::impls {
+
+/// Per (b, h), in T: S = (Q K^T) * scale as an Eigen product, disallowed
+/// scores set to -inf (key padding, causal, both alignments), a row-wise
+/// stable softmax (row max, std::exp, row sums, division), O = P V as an
+/// Eigen product. Returns out and weights = P, no lse. Empty rows are an
+/// error naming the first empty query, checked before computing. Problems
+/// outside kBatchedFeatures (GQA, mask, bias, window, softcap) are
+/// unsupported. Instantiated for double and float in batched_kernel.cpp.
+template <typename T>
+ForwardResult batched_forward(const Problem& p);
+
+extern template ForwardResult batched_forward<double>(const Problem&);
+extern template ForwardResult batched_forward<float>(const Problem&);
+
+}  // namespace attncheck::impls

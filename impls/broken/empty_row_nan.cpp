@@ -1,0 +1,41 @@
+// Declares the error policy but never checks for empty rows.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "attncheck/registry.h"
+#include "naive.h"
+
+namespace attncheck::impls::broken {
+namespace {
+
+// Disallowed scores are -inf and the max is taken over the row, so a fully
+// masked row computes exp(-inf - -inf) = NaN and returns it with Status::ok.
+double masked_minus_inf(std::span<const double> s, std::span<const uint8_t> ok,
+                        int64_t, std::span<double> a) {
+  std::vector<double> filled(s.begin(), s.end());
+  for (size_t j = 0; j < s.size(); ++j)
+    if (!ok[j]) filled[j] = -std::numeric_limits<double>::infinity();
+  double m = -std::numeric_limits<double>::infinity();
+  for (double x : filled) m = std::max(m, x);
+  double l = 0;
+  for (size_t j = 0; j < s.size(); ++j) l += a[j] = std::exp(filled[j] - m);
+  for (double& x : a) x /= l;
+  return m + std::log(l);
+}
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
+    broken_info("broken_empty_row_nan", "EmptyRowsAreRejected",
+                "declares the error policy, but fully masked rows silently "
+                "return NaN (softmax over all -inf scores)"),
+    [](const Problem& p) {
+      return naive_forward(p, p.scale, false, by_rows(masked_minus_inf));
+    }));
+
+}  // namespace
+}  // namespace attncheck::impls::broken

@@ -1,0 +1,39 @@
+// Declares the zero policy but masks with a finite fill -1e9, the common
+// "masked_fill(-1e9)" idiom.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "attncheck/registry.h"
+#include "naive.h"
+
+namespace attncheck::impls::broken {
+namespace {
+
+// Non-empty rows are right (exp(-1e9 - m) is 0), but a fully masked row has
+// all scores equal: uniform weights and the mean of the values.
+double masked_minus_1e9(std::span<const double> s, std::span<const uint8_t> ok,
+                        int64_t, std::span<double> a) {
+  std::vector<double> filled(s.begin(), s.end());
+  for (size_t j = 0; j < s.size(); ++j)
+    if (!ok[j]) filled[j] = -1e9;
+  const std::vector<uint8_t> all(s.size(), 1);
+  return stable_softmax(filled, all, a);
+}
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
+    broken_info("broken_empty_row_uniform", "EmptyRowsAreRejected",
+                "declares the zero policy, but masks with -1e9 so fully masked "
+                "rows get uniform weights and the mean of the values",
+                kLoopFeatures, EmptyRowPolicy::zero),
+    [](const Problem& p) {
+      return naive_forward(p, p.scale, false, by_rows(masked_minus_1e9));
+    }));
+
+}  // namespace
+}  // namespace attncheck::impls::broken

@@ -1,0 +1,107 @@
+#include "naive.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace attncheck::impls::broken {
+
+SliceSoftmax by_rows(RowSoftmax row) {
+  return [row = std::move(row)](const SliceScores& sc) {
+    SliceWeights w;
+    const auto tk = static_cast<size_t>(sc.tk);
+    w.a.assign(static_cast<size_t>(sc.tq) * tk, 0.0);
+    w.lse.resize(static_cast<size_t>(sc.tq));
+    for (int64_t i = 0; i < sc.tq; ++i) {
+      const size_t at = static_cast<size_t>(i) * tk;
+      w.lse[static_cast<size_t>(i)] =
+          row(std::span(sc.s).subspan(at, tk), std::span(sc.ok).subspan(at, tk),
+              i, std::span(w.a).subspan(at, tk));
+    }
+    return w;
+  };
+}
+
+double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
+                      std::span<double> a) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (size_t j = 0; j < s.size(); ++j)
+    if (ok[j]) m = std::max(m, s[j]);
+  double l = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (!ok[j]) continue;
+    a[j] = std::exp(s[j] - m);
+    l += a[j];
+  }
+  for (size_t j = 0; j < s.size(); ++j)
+    if (ok[j]) a[j] /= l;
+  return m + std::log(l);
+}
+
+SliceSoftmax correct_softmax() {
+  return by_rows([](std::span<const double> s, std::span<const uint8_t> ok,
+                    int64_t,
+                    std::span<double> a) { return stable_softmax(s, ok, a); });
+}
+
+ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
+                            const SliceSoftmax& softmax) {
+  if (reject_empty) {
+    if (auto message = first_empty_row_error(p)) {
+      return ForwardResult::failure(*message);
+    }
+  }
+  const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
+  ForwardResult r;
+  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
+  r.weights.assign(rows * static_cast<size_t>(p.tk), 0.0);
+  r.lse.assign(rows, 0.0);
+  SliceScores sc;
+  sc.tq = p.tq;
+  sc.tk = p.tk;
+  sc.s.resize(static_cast<size_t>(p.tq * p.tk));
+  sc.ok.resize(sc.s.size());
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = p.kv_head(h);
+      for (int64_t i = 0; i < p.tq; ++i) {
+        for (int64_t j = 0; j < p.tk; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < p.dk; ++d)
+            dot += p.q.at(b, h, i, d) * p.k.at(b, g, j, d);
+          double t = scale * dot;
+          if (p.softcap > 0) t = p.softcap * std::tanh(t / p.softcap);
+          if (p.bias) t += p.bias_at(b, h, i, j);
+          const auto at = static_cast<size_t>(i * p.tk + j);
+          sc.s[at] = t;
+          sc.ok[at] = p.allowed(b, h, i, j) ? 1 : 0;
+        }
+      }
+      const SliceWeights w = softmax(sc);
+      for (int64_t i = 0; i < p.tq; ++i) {
+        r.lse[row_index(p, b, h, i)] = w.lse[static_cast<size_t>(i)];
+        for (int64_t j = 0; j < p.tk; ++j) {
+          const double a = w.a[static_cast<size_t>(i * p.tk + j)];
+          r.weights[weight_index(p, b, h, i, j)] = a;
+          if (a == 0) continue;
+          for (int64_t d = 0; d < p.dv; ++d)
+            r.out[out_index(p, b, h, i, d)] += a * p.v.at(b, g, j, d);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+ImplInfo broken_info(std::string name, std::string caught_by,
+                     std::string description, Features features,
+                     EmptyRowPolicy empty_rows) {
+  ImplInfo info = reference_info(std::move(name), DType::f64, features,
+                                 empty_rows, std::move(description));
+  info.kind = Kind::broken;
+  info.caught_by = std::move(caught_by);
+  return info;
+}
+
+}  // namespace attncheck::impls::broken

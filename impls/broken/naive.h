@@ -1,0 +1,69 @@
+#pragma once
+// What the deliberately broken implementations share: a plain double
+// computation of SPEC section 1 whose softmax step each of them replaces with
+// its bug, so every file holds only the bug and its declaration.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../impl_common.h"
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
+
+namespace attncheck::impls::broken {
+
+/// Scores of one (b, h) slice, row-major tq x tk, in double.
+struct SliceScores {
+  int64_t tq = 0, tk = 0;
+  std::vector<double> s;    ///< scale * (q . k), softcapped, plus bias, at
+                            ///< every key (allowed or not)
+  std::vector<uint8_t> ok;  ///< 1 where Problem::allowed
+};
+
+/// Weights (row-major tq x tk) and lse (tq) of one slice.
+struct SliceWeights {
+  std::vector<double> a;
+  std::vector<double> lse;
+};
+
+/// The softmax step of one slice: where the bugs live.
+using SliceSoftmax = std::function<SliceWeights(const SliceScores&)>;
+
+/// The softmax step of one row: fills `a` (tk entries, zero-initialised)
+/// from the row's scores and allowed flags, returns lse. `i` is the query
+/// index, for position-dependent bugs.
+using RowSoftmax =
+    std::function<double(std::span<const double> s, std::span<const uint8_t> ok,
+                         int64_t i, std::span<double> a)>;
+
+/// A slice softmax applying `row` to each row.
+SliceSoftmax by_rows(RowSoftmax row);
+
+/// The correct stable softmax over the allowed keys of a non-empty row
+/// (max subtraction, std::exp, division); returns lse. Bugs that only
+/// change the scores call it after changing them.
+double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
+                      std::span<double> a);
+
+/// The correct softmax as a slice softmax, for bugs outside the softmax.
+SliceSoftmax correct_softmax();
+
+/// Runs the naive computation with `softmax` as its softmax step and
+/// `scale` instead of p.scale: scores as the loop kernel computes them in
+/// double, then out_i = sum_j a_ij v_j over every key whose weight is
+/// nonzero (so a bug that gives masked keys weight shows in the output, and
+/// NaN weights make NaN outputs). With `reject_empty`, a problem with an
+/// empty row gets the error of an `error`-policy implementation first.
+ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
+                            const SliceSoftmax& softmax);
+
+/// Declaration of a broken implementation: f64 with loop_f64's traits,
+/// `features` and `empty_rows` as given.
+ImplInfo broken_info(std::string name, std::string caught_by,
+                     std::string description, Features features = kLoopFeatures,
+                     EmptyRowPolicy empty_rows = EmptyRowPolicy::error);
+
+}  // namespace attncheck::impls::broken

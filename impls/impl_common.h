@@ -1,0 +1,94 @@
+#pragma once
+// What the built-in implementations share: their feature sets, the precision
+// traits of a one-pass kernel, the empty-row message, and an Implementation
+// that wraps a declaration and a forward function.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
+
+namespace attncheck::impls {
+
+/// Everything the loop kernels compute (all of SPEC section 1 except
+/// backward).
+inline constexpr Features kLoopFeatures =
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL |
+    ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_BIAS |
+    ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES |
+    ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
+    ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
+    ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
+
+/// What the Eigen batched kernels compute: key padding and causal masks,
+/// weights, any scale; nothing that needs per-element score edits.
+inline constexpr Features kBatchedFeatures =
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL |
+    ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
+    ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_SCALE;
+
+/// Traits of a one-pass kernel computing everything in `d` with the C
+/// library's exp, which glibc keeps within 1 ulp for exp and expf.
+inline PrecisionTraits one_pass_precision(DType d) {
+  PrecisionTraits t;
+  t.accum = d;
+  t.p_cast = d;
+  t.exp_ulps = 1;
+  t.flush_to_zero = false;
+  t.key_block = 0;
+  return t;
+}
+
+/// The error of an `error`-policy implementation for the first query (in
+/// b, h, i order) that has no allowed key, or nullopt when there is none.
+/// One wording for all of them, so users and tests can rely on
+/// "query (b=".
+inline std::optional<std::string> first_empty_row_error(const Problem& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        if (p.allowed_count(b, h, i) == 0) {
+          return "query (b=" + std::to_string(b) + ", h=" + std::to_string(h) +
+                 ", i=" + std::to_string(i) + ") has no allowed key";
+        }
+  return std::nullopt;
+}
+
+/// An implementation made of a declaration and a forward function, so each
+/// built-in file is its kernel call and its ImplInfo.
+class FunctionImpl : public Implementation {
+ public:
+  using Forward = std::function<ForwardResult(const Problem&)>;
+
+  /// `forward` is called with problems inside `info`'s declaration.
+  FunctionImpl(ImplInfo info, Forward forward)
+      : info_(std::move(info)), forward_(std::move(forward)) {}
+
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override { return forward_(p); }
+
+ private:
+  ImplInfo info_;
+  Forward forward_;
+};
+
+/// Declaration of a reference implementation of dtype `d`.
+inline ImplInfo reference_info(std::string name, DType d, Features features,
+                               EmptyRowPolicy empty_rows,
+                               std::string description) {
+  ImplInfo info;
+  info.name = std::move(name);
+  info.kind = Kind::reference;
+  info.dtypes = dtype_bit(d);
+  info.features = features;
+  info.empty_rows = empty_rows;
+  info.precision = one_pass_precision(d);
+  info.description = std::move(description);
+  return info;
+}
+
+}  // namespace attncheck::impls

@@ -1,0 +1,21 @@
+// The f32 reference: the loop kernel in float, rejecting empty rows.
+
+#include <memory>
+
+#include "attncheck/registry.h"
+#include "impl_common.h"
+#include "loop_kernel.h"
+
+namespace attncheck::impls {
+namespace {
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
+    reference_info("loop_f32", DType::f32, kLoopFeatures, EmptyRowPolicy::error,
+                   "per-query loops in float (scale rounded to float), every "
+                   "feature; empty rows are an error"),
+    [](const Problem& p) {
+      return loop_forward<float>(p, EmptyRowPolicy::error);
+    }));
+
+}  // namespace
+}  // namespace attncheck::impls
