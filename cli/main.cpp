@@ -1,1 +1,232 @@
-int main() { return 0; }
+// attncheck: the command line (SPEC 5.2). Thin: parses, calls the library,
+// prints, and maps outcomes to exit codes.
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "attncheck/error.h"
+#include "attncheck/fixture.h"
+#include "attncheck/oracle.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+#include "attncheck/report.h"
+
+namespace {
+
+using namespace attncheck;
+
+constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitInterrupted = 3;
+
+std::atomic<bool> interrupted{false};
+
+void on_interrupt(int) { interrupted = true; }
+
+struct CheckOptions {
+  std::vector<std::string> impls, plugins, properties;
+  std::string dtype, profile = "ci", shard, report, save_failures = "attncheck-failures";
+  int cases = 0;
+  std::string seed;
+  bool strict = false, no_isolation = false;
+  int timeout_ms = 0;
+};
+
+uint64_t parse_seed(const std::string& text, const std::string& where) {
+  size_t used = 0;
+  unsigned long long s = 0;
+  try {
+    s = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || s >= (1ull << 53) || text[0] == '-') {
+    throw InputError(fmt::format("{}: '{}' is not a seed (an integer below 2^53)", where, text));
+  }
+  return s;
+}
+
+int list_command() {
+  fmt::print("implementations:\n");
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& i = impl->info();
+    std::vector<std::string> dtypes;
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
+      if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
+    fmt::print("  {:<28} {:<9} {:<9} {}\n", i.name, kind_name(i.kind), fmt::join(dtypes, ","),
+               i.description);
+  }
+  fmt::print("properties:\n");
+  for (const PropertyDef& p : property_catalog()) {
+    fmt::print("  {:<28} {}\n", p.name, p.statement);
+  }
+  return kExitOk;
+}
+
+int oracle_command(const std::string& path) {
+  const Fixture f = load_fixture(path);
+  std::cout << oracle_to_json(f.problem, oracle(f.problem)).dump(1) << "\n";
+  return kExitOk;
+}
+
+int check_command(const CheckOptions& opt) {
+  if (!opt.plugins.empty()) throw InputError("--plugin: plugins are not supported yet in this version");
+  if (!opt.shard.empty()) throw InputError("--shard: sharding is not supported yet in this version");
+  if (opt.profile != "ci" && opt.profile != "thorough") {
+    throw InputError(fmt::format("--profile: unknown profile '{}' (expected ci or thorough)", opt.profile));
+  }
+  RunConfig config;
+  config.profile = opt.profile;
+  config.cases = opt.cases;
+  config.strict = opt.strict;
+  config.save_failures_dir = opt.save_failures;
+  if (!opt.seed.empty()) {
+    config.seed = parse_seed(opt.seed, "--seed");
+  } else if (const char* env = std::getenv("ATTNCHECK_SEED"); env && *env) {
+    config.seed = parse_seed(env, "ATTNCHECK_SEED");
+  } else {
+    config.seed = kDefaultSeed;
+  }
+
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  if (opt.impls.empty()) {
+    for (const auto& impl : registered_impls()) {
+      const Kind k = impl->info().kind;
+      if (k == Kind::reference || k == Kind::adapter || k == Kind::layer) impls.push_back(impl);
+    }
+  } else {
+    for (const std::string& name : opt.impls) {
+      auto impl = find_impl(name);
+      if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
+      impls.push_back(impl);
+    }
+  }
+  std::vector<const PropertyDef*> props;
+  if (opt.properties.empty()) {
+    for (const PropertyDef& p : property_catalog()) props.push_back(&p);
+  } else {
+    for (const std::string& name : opt.properties) {
+      const PropertyDef* p = find_property(name);
+      if (!p) throw InputError(fmt::format("--property: unknown property '{}' (see attncheck list)", name));
+      props.push_back(p);
+    }
+  }
+  std::optional<DType> only_dtype;
+  if (!opt.dtype.empty()) only_dtype = parse_dtype(opt.dtype);
+  if (!opt.report.empty()) {  // fail before any work if the report cannot be written
+    std::ofstream probe(opt.report, std::ios::app);
+    if (!probe) throw InputError(fmt::format("--report: cannot write '{}'", opt.report));
+  }
+
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  fmt::print("attncheck {}: seed {}, profile {}\n", version(), config.seed, config.profile);
+  std::vector<PropertyOutcome> outcomes;
+  std::map<std::string, double> max_budget;
+  for (const auto& impl : impls) {
+    std::vector<DType> dtypes;
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      if (only_dtype ? d == *only_dtype : impl->info().supports(d)) dtypes.push_back(d);
+    }
+    for (DType d : dtypes) {
+      for (const PropertyDef* prop : props) {
+        PropertyOutcome o;
+        if (interrupted) {
+          o.property = prop->name;
+          o.impl = impl->info().name;
+          o.kind = impl->info().kind;
+          o.dtype = d;
+          o.status = PropertyStatus::not_run;
+          o.message = "interrupted";
+        } else {
+          o = run_property(*prop, *impl, d, config);
+        }
+        const bool long_message = o.status == PropertyStatus::failed;
+        fmt::print("{:<11} {:<24} {:<4} {:<28} {}\n", status_name(o.status), o.impl,
+                   dtype_name(o.dtype), o.property, long_message ? "" : o.message);
+        if (long_message) fmt::print("{}\n", o.message);
+        if (o.status == PropertyStatus::passed) {
+          max_budget[o.impl] = std::max(max_budget[o.impl], o.max_budget_used);
+        }
+        std::fflush(stdout);
+        outcomes.push_back(std::move(o));
+      }
+    }
+  }
+
+  std::map<PropertyStatus, int> counts;
+  for (const auto& o : outcomes) ++counts[o.status];
+  for (const auto& [name, budget] : max_budget) {
+    fmt::print("largest budget used by a passing case: {:<24} {:.3g}\n", name, budget);
+  }
+  fmt::print("{} passed, {} failed, {} skipped, {} unsupported, {} not-run\n",
+             counts[PropertyStatus::passed], counts[PropertyStatus::failed] + counts[PropertyStatus::xpass],
+             counts[PropertyStatus::skipped], counts[PropertyStatus::unsupported],
+             counts[PropertyStatus::not_run]);
+  if (!opt.report.empty()) {
+    std::ofstream out(opt.report);
+    out << report_json(outcomes, config.seed, config.profile).dump(2) << "\n";
+    if (!out) throw InputError(fmt::format("--report: cannot write '{}'", opt.report));
+  }
+  if (interrupted) return kExitInterrupted;
+  return counts[PropertyStatus::failed] + counts[PropertyStatus::xpass] > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"attncheck: property-based verification of attention implementations"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(version()));
+
+  app.add_subcommand("list", "implementations (with kind) and properties");
+
+  CheckOptions opt;
+  CLI::App* check = app.add_subcommand("check", "run the property suite");
+  check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
+                                         "reference, adapter and layer implementation)");
+  check->add_option("--plugin", opt.plugins, "shared library exporting attncheck_plugin_impls");
+  check->add_option("--property", opt.properties, "property to run (repeatable; default: all)");
+  check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16");
+  check->add_option("--cases", opt.cases, "cases per property (default: the profile's)")
+      ->check(CLI::PositiveNumber);
+  check->add_option("--seed", opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)");
+  check->add_option("--profile", opt.profile, "ci (default) or thorough");
+  check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards");
+  check->add_flag("--strict", opt.strict, "NaN at masked keys, not only large values");
+  check->add_option("--timeout-ms", opt.timeout_ms, "per-call time limit");
+  check->add_flag("--no-isolation", opt.no_isolation, "run implementations in-process");
+  check->add_option("--report", opt.report, "write the JSON report here");
+  check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures");
+
+  std::string oracle_path;
+  CLI::App* oracle_cmd = app.add_subcommand("oracle", "exact results of a problem or fixture as JSON");
+  oracle_cmd->add_option("FILE", oracle_path, "problem or fixture JSON")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "attncheck: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  try {
+    if (app.got_subcommand("list")) return list_command();
+    if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
+    return check_command(opt);
+  } catch (const InputError& e) {
+    std::cerr << "attncheck: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "attncheck: internal error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+}

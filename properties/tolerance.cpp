@@ -1,1 +1,148 @@
-// placeholder
+#include "attncheck/tolerance.h"
+
+#include <cmath>
+#include <limits>
+
+// First-order error analysis of softmax attention, per element (SPEC 4).
+//
+// Notation, per row (b, h, i), from the oracle: s_j the exact logits after
+// softcap and bias, m = max_j s_j, l = sum_j exp(s_j - m), a_j the weights,
+// c the exact output element, A = sum_j a_j |v_j|, S_j = sigma sum_t |q_t k_jt|,
+// n the number of allowed keys. u_a, u_p, u_o are the unit roundoffs of the
+// accumulation format, of the format P is cast to before P.V (0 when it is
+// not cast) and of the output format; e is the declared exp error in ulps.
+//
+// A computed logit s^_j = s_j + d_j with |d_j| <= D_j perturbs the weights to
+// a_j (1 + d_j - sum_l a_l d_l) to first order, so the output moves by
+// sum_j a_j d_j (v_j - c); the remaining terms are the roundings of the
+// exponentials, of the sums and of the final division and cast. Products of
+// (1 + delta) factors whose first-order part stays below kFirstOrderLimit
+// are bounded by 1.25 times that part: 1 / (1 - 0.1)^2 = 1.234 < 1.25
+// covers the second-order remainder of the two nested perturbations (logits,
+// then normalisation).
+
+namespace attncheck {
+
+double gamma(double n, double u) {
+  const double nu = n * u;
+  return nu >= 1 ? std::numeric_limits<double>::infinity() : nu / (1 - nu);
+}
+
+Tolerances tolerances(const Problem& p, const OracleResult& o,
+                      const PrecisionTraits& t) {
+  Tolerances tol;
+  tol.out.assign(o.out.size(), 0.0);
+  tol.weights.assign(o.weights.size(), 0.0);
+  tol.lse.assign(o.lse.size(), 0.0);
+  tol.ill_conditioned.assign(o.lse.size(), 0);
+
+  const double u_a = unit_roundoff(t.accum);
+  // P.V in another format rounds each weight once more; no cast, no term.
+  const double u_p = t.p_cast == t.accum ? 0.0 : unit_roundoff(t.p_cast);
+  // The output is rounded to its format. When that is the accumulation
+  // format the cast is exact, and u_o then pays for the oracle's own
+  // rounding of the exact value to the double it reports (|c - fl(c)| <=
+  // 2^-53 |c| <= u_o |c|).
+  const double u_o = unit_roundoff(p.dtype);
+  const double e = t.exp_ulps;
+  // Underflow: each P element may lose up to half the smallest subnormal of
+  // its format (the smallest normal when flushing); the same for the output.
+  const double eta_p = underflow_unit(t.p_cast, t.flush_to_zero);
+  const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
+  const double eta_w = underflow_unit(t.accum, t.flush_to_zero);
+  // A dot product of dk terms costs gamma_dk; one more rounding for sigma
+  // itself in the accumulation format and one for the product by sigma.
+  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);
+
+  std::vector<double> D(static_cast<size_t>(p.tk));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = p.kv_head(h);
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        if (o.row_empty[row]) continue;  // exact zeros are compared exactly
+        const double m = o.row_max[row];
+        const double l = o.row_sum[row];
+        const double n = static_cast<double>(o.row_allowed[row]);
+        const double gamma_n = gamma(n, u_a);
+
+        double sum_aD = 0;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const size_t w = weight_index(p, b, h, i, j);
+          const double s = o.scores[w];
+          // Logit error: the scaled dot product, plus the subtraction of the
+          // max and the bias addition, each one rounding of a value bounded
+          // by |s_j| + |m| (4 roundings covers subtract, add, and the
+          // re-association of either when an implementation folds them).
+          double d = gamma_dot * o.abs_dot[w] + 4 * u_a * (std::fabs(s) + std::fabs(m));
+          if (p.softcap > 0) {
+            // tanh within e ulps (an ulp is at most 2u of the value: 2e u),
+            // the product by c one rounding, and the division t / c one
+            // rounding whose effect through c tanh'(x) is at most
+            // u |c tanh(x)| because x sech^2 x <= tanh x.
+            d += (2 * e + 2) * u_a * std::fabs(s - p.bias_at(b, h, i, j));
+          }
+          D[static_cast<size_t>(j)] = d;
+          sum_aD += o.weights[w] * d;
+        }
+        // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
+        // error is common to all weights and not cancelled by a division.
+        // Four roundings of |m| + log l: the log, the addition, and the
+        // subtraction s_j - lse with its re-association.
+        const double N = 4 * u_a * (std::fabs(m) + std::log(l));
+        // Online softmax: each of the r rescales multiplies by one more exp.
+        const double r = t.key_block > 0
+                             ? std::ceil(n / static_cast<double>(t.key_block)) - 1
+                             : 0.0;
+        // Each exp errs by e ulps = 2e u, plus the rounding of its argument
+        // and of its use (2u): (2e + 2) u per exp, (1 + r) exps per weight.
+        const double eps = (2 * e + 2) * (1 + r) * u_a + u_p;
+
+        if (sum_aD > kFirstOrderLimit || eps > kFirstOrderLimit ||
+            gamma_n > kFirstOrderLimit) {
+          tol.ill_conditioned[row] = 1;
+          ++tol.ill_conditioned_rows;
+          continue;
+        }
+
+        for (int64_t d = 0; d < p.dv; ++d) {
+          const double c = o.out[out_index(p, b, h, i, d)];
+          double A = 0, spread = 0, sum_abs_v = 0;
+          for (int64_t j = 0; j < p.tk; ++j) {
+            if (!p.allowed(b, h, i, j)) continue;
+            const double a = o.weights[weight_index(p, b, h, i, j)];
+            const double vj = p.v.at(b, g, j, d);
+            A += a * std::fabs(vj);
+            spread += a * D[static_cast<size_t>(j)] * std::fabs(vj - c);
+            sum_abs_v += std::fabs(vj);
+          }
+          // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
+          // the sum l and the division by it (or the weights' own rounding)
+          // and one more for either order; u_o |c|: the output rounding.
+          tol.out[out_index(p, b, h, i, d)] =
+              1.25 * (spread + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
+                      (gamma_n + 2 * u_a + u_o) * std::fabs(c) +
+                      eta_p * sum_abs_v / l + eta_o);
+        }
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
+          const size_t w = weight_index(p, b, h, i, j);
+          const double a = o.weights[w];
+          tol.weights[w] =
+              1.25 * (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N +
+                           gamma_n + 2 * u_a + u_o) +
+                      eta_p / l + eta_w);
+        }
+        // lse = m + log l: the logits' weighted error, the exps and the sum
+        // inside the log (relative errors of l become absolute ones of
+        // log l), and two roundings (log, addition) of |lse|.
+        const double lse = o.lse[row];
+        tol.lse[row] = 1.25 * (sum_aD + eps + gamma_n + 2 * u_a * std::fabs(lse));
+      }
+    }
+  }
+  return tol;
+}
+
+}  // namespace attncheck

@@ -1,1 +1,133 @@
-// placeholder
+// ScaledScoreVarianceNearOne: exercise 3 as a statistical test with a stated
+// false-alarm probability and power.
+//
+// Design (SPEC 2). N independent problems, each one query q in {-1,+1}^dk and
+// two keys with N(0,1) entries. Under the correct scale sigma = 1/sqrt(dk),
+// s_1 - s_2 = sigma q.(k_1 - k_2) is exactly N(0, 2) (q.k_r ~ N(0, dk) since
+// q_t^2 = 1), and s_1 - s_2 = log a_1 - log a_2 is observable from the
+// weights. So X = sum d^2 / 2 is chi-square with N degrees of freedom. We
+// accept X inside [F^-1(alpha/2), F^-1(1 - alpha/2)] with alpha = 1e-9: a
+// correct implementation fails with probability 1e-9 for a random seed, and
+// with probability 0 for the fixed CI seed, which always draws the same data.
+// A scale off by a factor f multiplies X by f^2; the power against f is
+// P(f^2 X' outside the interval) with X' chi-square(N), computed below and
+// printed with every result.
+
+#include <cmath>
+#include <random>
+
+#include <boost/math/distributions/chi_squared.hpp>
+#include <fmt/format.h>
+
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+constexpr double kFalseAlarm = 1e-9;
+// 4000 problems: power > 0.99 against a 10% scale error (the factor 1.21 in
+// variance moves the mean 0.21 N, about 9 standard deviations of X at this N).
+constexpr int kProblems = 4000;
+
+struct Interval {
+  double lo, hi;
+};
+
+Interval acceptance(int n) {
+  const boost::math::chi_squared chi(n);
+  return {boost::math::quantile(chi, kFalseAlarm / 2),
+          boost::math::quantile(boost::math::complement(chi, kFalseAlarm / 2))};
+}
+
+// Probability of rejecting when the scale is off by `factor`.
+double power(int n, double factor) {
+  const boost::math::chi_squared chi(n);
+  const Interval a = acceptance(n);
+  const double f2 = factor * factor;
+  return boost::math::cdf(chi, a.lo / f2) + boost::math::cdf(boost::math::complement(chi, a.hi / f2));
+}
+
+// Standard normal by Box-Muller from mt19937_64, which the C++ standard fixes
+// bit for bit (std::normal_distribution is not portable across libraries).
+double normal(std::mt19937_64& rng) {
+  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53;
+  const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
+void variance_test(const Implementation& impl, DType dtype, const RunConfig& config,
+                   PropertyOutcome& out) {
+  const ImplInfo& info = impl.info();
+  const int n = config.profile == "thorough" ? 10 * kProblems : kProblems;
+  std::mt19937_64 rng(config.seed ^ 0x5ca1edull);
+  const int64_t dk_lo = std::max<int64_t>(4, info.limits.dk_min);
+  const int64_t dk_hi = std::max(dk_lo, info.limits.dk_max > 0 ? std::min<int64_t>(64, info.limits.dk_max) : 64);
+  const int64_t step = info.limits.dk_multiple > 0 ? info.limits.dk_multiple : 1;
+  double x = 0;
+  int judged = 0;
+  for (int c = 0; c < n; ++c) {
+    int64_t dk = dk_lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(dk_hi - dk_lo + 1));
+    dk = (dk + step - 1) / step * step;
+    const int64_t dv = info.limits.dv_equals_dk ? dk : 1;
+    Problem p = Problem::zeros(dtype, 1, 1, 1, 1, 2, dk, dv);
+    for (int64_t t = 0; t < dk; ++t) {
+      p.q.at(0, 0, 0, t) = (rng() & 1) ? 1.0 : -1.0;
+      p.k.at(0, 0, 0, t) = round_to(dtype, normal(rng));
+      p.k.at(0, 0, 1, t) = round_to(dtype, normal(rng));
+    }
+    const ForwardResult r = impl.forward(p);
+    if (r.status == Status::unsupported) {
+      ++out.discarded;
+      continue;
+    }
+    if (r.status == Status::error) {
+      out.status = PropertyStatus::failed;
+      out.message = fmt::format("FAILED ScaledScoreVarianceNearOne on {}: reported an error "
+                                "on a 1x2 problem (dk = {}): {}", info.name, dk, r.error);
+      return;
+    }
+    const double d = std::log(r.weights[0]) - std::log(r.weights[1]);
+    x += d * d / 2;
+    ++judged;
+  }
+  out.cases = judged;
+  if (judged * 2 < n) {
+    out.status = PropertyStatus::unsupported;
+    out.message = fmt::format("{} of {} problems unsupported", out.discarded, n);
+    return;
+  }
+  const Interval a = acceptance(judged);
+  const double ratio = x / judged;  // estimates (actual scale / 1/sqrt(dk))^2
+  const std::string design = fmt::format(
+      "N = {}, sum d^2/2 = {:.6g}, acceptance [{:.6g}, {:.6g}] (chi-square, false-alarm "
+      "probability {:g}); power against scale x1.1: {:.4f}, x0.9: {:.4f}, x1.5: {:.4f}; seed {}",
+      judged, x, a.lo, a.hi, kFalseAlarm, power(judged, 1.1), power(judged, 0.9),
+      power(judged, 1.5), config.seed);
+  if (std::isfinite(x) && x >= a.lo && x <= a.hi) {
+    out.status = PropertyStatus::passed;
+    out.message = design;
+    return;
+  }
+  out.status = PropertyStatus::failed;
+  out.message = fmt::format(
+      "FAILED ScaledScoreVarianceNearOne on {} ({})\n  the scaled score difference has "
+      "variance {:.4g} x 2 (expected 2): the scale looks {:.4g} times 1/sqrt(dk)\n  {}\n",
+      info.name, dtype_name(dtype), ratio, std::sqrt(ratio), design);
+}
+
+}  // namespace
+
+PropertyDef variance_property() {
+  PropertyDef d{"ScaledScoreVarianceNearOne",
+                "q in {-1,+1}^dk, keys N(0,1): log a_1 - log a_2 has variance 2 "
+                "(chi-square test, false-alarm probability 1e-9)",
+                kProblems, [](const ImplInfo& info, DType) { return needs_weights(info); }, {}};
+  d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
+    return run_once(d, impl, dtype, [&](PropertyOutcome& out) {
+      variance_test(impl, dtype, config, out);
+    });
+  };
+  return d;
+}
+
+}  // namespace attncheck

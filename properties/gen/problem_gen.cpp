@@ -1,1 +1,309 @@
-// placeholder
+#include "properties/gen/problem_gen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace attncheck::gen {
+namespace {
+
+using rc::gen::inRange;
+
+// Integer index in [0, n), shrinking towards 0 (the simplest choice).
+int64_t pick(int64_t n) { return *inRange<int64_t>(0, n); }
+
+bool coin() { return *rc::gen::arbitrary<bool>(); }
+
+// An integer in [-n, n] that shrinks towards 0 through 1, -1, 2, -2, ...
+// (inRange alone shrinks towards its lower bound).
+int small_int(int n) {
+  const int k = *inRange(0, 2 * n + 1);
+  return k % 2 ? (k + 1) / 2 : -(k / 2);
+}
+
+// Mostly 1 (allowed), shrinking towards 1 so masks shrink to all-allowed.
+uint8_t mostly_allowed() {
+  return *rc::gen::weightedElement<uint8_t>({{3, uint8_t{1}}, {1, uint8_t{0}}});
+}
+
+std::vector<double> values(int64_t n, DType dtype) {
+  const auto regime = static_cast<Regime>(pick(7));
+  std::vector<double> x(static_cast<size_t>(n), 0.0);
+  switch (regime) {
+    case Regime::small_int:
+      for (double& e : x) e = small_int(3);
+      break;
+    case Regime::dyadic:  // uniform on a 2^-6 grid in [-1, 1]
+      for (double& e : x) e = std::ldexp(small_int(64), -6);
+      break;
+    case Regime::normal:  // sum of four uniforms: near-normal, sd ~ 1.2
+      for (double& e : x) {
+        int s = 0;
+        for (int r = 0; r < 4; ++r) s += small_int(64);
+        e = std::ldexp(s, -6);
+      }
+      break;
+    case Regime::large: {  // up to 3 * 2^6: scores up to ~1e5, still first-order
+      const int exponent = *inRange(3, 7);
+      for (double& e : x) e = std::ldexp(small_int(3), exponent);
+      break;
+    }
+    case Regime::one_hot:
+      x[static_cast<size_t>(pick(n))] = *inRange(1, 4);
+      break;
+    case Regime::all_equal: {
+      const double c = std::ldexp(small_int(16), -2);
+      std::fill(x.begin(), x.end(), c);
+      break;
+    }
+    case Regime::near_tied: {  // one value plus perturbations 2^-20 apart
+      const double c = small_int(3);
+      for (double& e : x) e = c + std::ldexp(small_int(2), -20);
+      break;
+    }
+  }
+  for (double& e : x) e = round_to(dtype, e);
+  return x;
+}
+
+// Lays out logical [d0][d1][d2][d3] values in one of three layouts: 0
+// contiguous, 1 [d0][d2][d1][d3] storage (BTHD), 2 padded strides. Gaps of a
+// padded layout hold NaN, so reading outside the logical tensor shows.
+Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape,
+               int64_t layout) {
+  const auto [d0, d1, d2, d3] = shape;
+  Tensor t;
+  if (layout == 1) {
+    t.strides = {d2 * d1 * d3, d3, d1 * d3, 1};
+  } else if (layout == 2) {
+    const int64_t s2 = d3 + 1, s1 = d2 * s2 + 2, s0 = d1 * s1 + 3;
+    t.strides = {s0, s1, s2, 1};
+  } else {
+    t.strides = contiguous_strides(d0, d1, d2, d3);
+  }
+  const int64_t size = (d0 - 1) * t.strides[0] + (d1 - 1) * t.strides[1] +
+                       (d2 - 1) * t.strides[2] + (d3 - 1) * t.strides[3] + 1;
+  t.data.assign(static_cast<size_t>(size), std::numeric_limits<double>::quiet_NaN());
+  size_t k = 0;
+  for (int64_t a = 0; a < d0; ++a)
+    for (int64_t b = 0; b < d1; ++b)
+      for (int64_t c = 0; c < d2; ++c)
+        for (int64_t d = 0; d < d3; ++d) t.at(a, b, c, d) = x[k++];
+  return t;
+}
+
+std::vector<int64_t> allowed_dims(int64_t lo, int64_t hi, int64_t multiple) {
+  std::vector<int64_t> dims;
+  for (int64_t d = std::max<int64_t>(1, lo); d <= hi; ++d) {
+    if (multiple <= 0 || d % multiple == 0) dims.push_back(d);
+  }
+  if (dims.empty()) dims.push_back(multiple > 0 ? std::max(lo, multiple) : std::max<int64_t>(1, lo));
+  return dims;
+}
+
+int64_t limited(int64_t max_value, int64_t limit) {
+  return limit > 0 ? std::min(max_value, limit) : max_value;
+}
+
+// Structurally (causal and window) allowed first key of query i, or -1.
+int64_t first_structural_key(const Problem& p, int64_t i) {
+  const int64_t pos = p.position(i);
+  for (int64_t j = 0; j < p.tk; ++j) {
+    if (p.causal && j > pos) continue;
+    if (p.window_left >= 0 && j < pos - p.window_left) continue;
+    if (p.window_right >= 0 && j > pos + p.window_right) continue;
+    return j;
+  }
+  return -1;
+}
+
+bool structure_leaves_empty_row(const Problem& p) {
+  for (int64_t i = 0; i < p.tq; ++i)
+    if (first_structural_key(p, i) < 0) return true;
+  return false;
+}
+
+// Makes every row non-empty without drawing anything new: first unbound the
+// window where it excludes every key, then re-allow each row's first
+// structurally allowed key in the key padding and the mask.
+void repair_empty_rows(Problem& p) {
+  if (structure_leaves_empty_row(p)) p.window_left = -1;
+  if (structure_leaves_empty_row(p)) p.window_right = -1;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        if (p.allowed_count(b, h, i) > 0) continue;
+        const int64_t j = first_structural_key(p, i);
+        if (!p.key_valid.empty()) p.key_valid[static_cast<size_t>(b * p.tk + j)] = 1;
+        if (p.mask) p.mask->at(b, h, i, j, p.tq, p.tk) = 1;
+      }
+}
+
+template <typename T, typename Draw>
+Broadcast<T> broadcast(const Problem& p, Draw draw) {
+  Broadcast<T> m;
+  m.batch = coin() ? p.batch : 1;
+  m.heads = coin() ? p.heads : 1;
+  m.data.resize(static_cast<size_t>(m.batch * m.heads * p.tq * p.tk));
+  for (T& x : m.data) x = draw();
+  return m;
+}
+
+Problem draw_problem(const GenSpec& spec) {
+  const Features f = spec.features;
+  const Limits& lim = spec.limits;
+  const auto has = [f](Features bit) { return (f & bit) != 0; };
+
+  const int64_t batch = *inRange<int64_t>(1, spec.max_bh + 1);
+  int64_t heads = *inRange<int64_t>(1, spec.max_bh + 1);
+  if (lim.max_batch_heads > 0) heads = std::max<int64_t>(1, std::min(heads, lim.max_batch_heads / batch));
+  int64_t kv_heads = heads;
+  if (has(ATTNCHECK_FEATURE_GQA)) {
+    std::vector<int64_t> divisors;  // heads first: plain MHA is the simplest
+    for (int64_t d = heads; d >= 1; --d)
+      if (heads % d == 0) divisors.push_back(d);
+    kv_heads = divisors[static_cast<size_t>(pick(static_cast<int64_t>(divisors.size())))];
+  }
+  int64_t tq = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tq) + 1);
+  const int64_t tk = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tk) + 1);
+  const auto dks = allowed_dims(lim.dk_min, limited(spec.max_d, lim.dk_max), lim.dk_multiple);
+  const int64_t dk = dks[static_cast<size_t>(pick(static_cast<int64_t>(dks.size())))];
+  const int64_t dv = lim.dv_equals_dk ? dk : *inRange<int64_t>(1, spec.max_d + 1);
+
+  std::vector<Align> aligns;
+  if (has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) aligns.push_back(Align::top_left);
+  if (has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) aligns.push_back(Align::bottom_right);
+  if (aligns.empty()) aligns.push_back(Align::top_left);
+
+  const bool causal = has(ATTNCHECK_FEATURE_CAUSAL) && coin();
+  const bool window = has(ATTNCHECK_FEATURE_WINDOW) && coin();
+  const Align align = (causal || window)
+                          ? aligns[static_cast<size_t>(pick(static_cast<int64_t>(aligns.size())))]
+                          : aligns.front();
+  // Bottom-right causal leaves the first tq - tk queries without keys.
+  if (causal && align == Align::bottom_right) tq = std::min(tq, tk);
+
+  Problem p = Problem::zeros(spec.dtype, batch, heads, kv_heads, tq, tk, dk, dv);
+  p.causal = causal;
+  p.align = align;
+  if (window) {
+    p.window_left = *inRange<int64_t>(-1, tk);
+    p.window_right = *inRange<int64_t>(-1, tk);
+  }
+  if (has(ATTNCHECK_FEATURE_KEY_VALID) && coin()) {
+    p.key_valid.resize(static_cast<size_t>(batch * tk));
+    for (uint8_t& x : p.key_valid) x = mostly_allowed();
+  }
+  if (has(ATTNCHECK_FEATURE_MASK) && coin()) {
+    p.mask = broadcast<uint8_t>(p, mostly_allowed);
+  }
+  if (has(ATTNCHECK_FEATURE_BIAS) && coin()) {
+    p.bias = broadcast<double>(p, [&] {
+      return round_to(spec.dtype, std::ldexp(small_int(16), -3));
+    });
+  }
+  if (has(ATTNCHECK_FEATURE_SOFTCAP)) {
+    p.softcap = *rc::gen::element(0.0, 1.0, 5.0, 30.0);
+  }
+  if (has(ATTNCHECK_FEATURE_SCALE)) {
+    const double scales[] = {p.scale, 1.0, 0.5, 0.125, 2.0};
+    p.scale = scales[pick(5)];
+  }
+  const int64_t layout = has(ATTNCHECK_FEATURE_STRIDES) ? pick(3) : 0;
+  p.q = lay_out(values(batch * heads * tq * dk, spec.dtype), {batch, heads, tq, dk}, layout);
+  p.k = lay_out(values(batch * kv_heads * tk * dk, spec.dtype), {batch, kv_heads, tk, dk}, layout);
+  p.v = lay_out(values(batch * kv_heads * tk * dv, spec.dtype), {batch, kv_heads, tk, dv}, layout);
+  repair_empty_rows(p);
+  return p;
+}
+
+// A copy of q with new_tq rows, old rows repeated cyclically (nothing drawn).
+void resize_queries(Problem& p, int64_t new_tq) {
+  Tensor q = make_tensor(p.batch, p.heads, new_tq, p.dk);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < new_tq; ++i)
+        for (int64_t d = 0; d < p.dk; ++d) q.at(b, h, i, d) = p.q.at(b, h, i % p.tq, d);
+  p.q = std::move(q);
+  p.tq = new_tq;
+  p.mask.reset();  // both have a tq axis
+  p.bias.reset();
+}
+
+enum class EmptyBy { key_padding, mask, bottom_right_causal, window };
+
+std::vector<EmptyBy> empty_methods(const GenSpec& spec) {
+  const auto has = [&](Features bit) { return (spec.features & bit) == bit; };
+  std::vector<EmptyBy> m;
+  if (has(ATTNCHECK_FEATURE_KEY_VALID)) m.push_back(EmptyBy::key_padding);
+  if (has(ATTNCHECK_FEATURE_MASK)) m.push_back(EmptyBy::mask);
+  if (has(ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT))
+    m.push_back(EmptyBy::bottom_right_causal);
+  if (has(ATTNCHECK_FEATURE_WINDOW)) m.push_back(EmptyBy::window);
+  return m;
+}
+
+}  // namespace
+
+GenSpec spec_for(const ImplInfo& info, DType dtype) {
+  GenSpec s;
+  s.dtype = dtype;
+  s.features = info.features;
+  s.limits = info.limits;
+  return s;
+}
+
+rc::Gen<Problem> problem(const GenSpec& spec) {
+  return rc::gen::exec([spec] { return draw_problem(spec); });
+}
+
+bool can_make_empty_rows(const GenSpec& spec) { return !empty_methods(spec).empty(); }
+
+rc::Gen<Problem> problem_with_empty_row(const GenSpec& spec) {
+  return rc::gen::exec([spec] {
+    Problem p = draw_problem(spec);
+    const auto methods = empty_methods(spec);
+    const EmptyBy by = methods[static_cast<size_t>(pick(static_cast<int64_t>(methods.size())))];
+    switch (by) {
+      case EmptyBy::key_padding: {
+        if (p.key_valid.empty()) p.key_valid.assign(static_cast<size_t>(p.batch * p.tk), 1);
+        const int64_t b = pick(p.batch);
+        std::fill_n(p.key_valid.begin() + b * p.tk, p.tk, uint8_t{0});
+        break;
+      }
+      case EmptyBy::mask: {
+        if (!p.mask) {
+          p.mask = Broadcast<uint8_t>{1, 1, std::vector<uint8_t>(static_cast<size_t>(p.tq * p.tk), 1)};
+        }
+        const int64_t b = pick(p.batch), h = pick(p.heads), i = pick(p.tq);
+        for (int64_t j = 0; j < p.tk; ++j) p.mask->at(b, h, i, j, p.tq, p.tk) = 0;
+        break;
+      }
+      case EmptyBy::bottom_right_causal:
+        resize_queries(p, p.tk + 1 + pick(2));
+        p.causal = true;
+        p.align = Align::bottom_right;
+        break;
+      case EmptyBy::window:
+        // A zero-width window with tq > tk.
+        resize_queries(p, p.tk + 1 + pick(2));
+        p.causal = false;
+        // Either alignment works: top-left leaves i >= tk empty, bottom-right
+        // leaves i < tq - tk empty.
+        p.align = (spec.features & ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT) &&
+                          !(spec.features & ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)
+                      ? Align::bottom_right
+                      : Align::top_left;
+        p.window_left = 0;
+        p.window_right = 0;
+        break;
+    }
+    return p;
+  });
+}
+
+}  // namespace attncheck::gen

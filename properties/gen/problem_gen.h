@@ -1,0 +1,47 @@
+#pragma once
+// Generators of whole problems within an implementation's declared features,
+// dtypes and limits (SPEC section 3), for RapidCheck.
+
+#include <ostream>
+
+#include <rapidcheck.h>
+
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
+
+namespace attncheck::gen {
+
+/// What a generated problem may use.
+struct GenSpec {
+  DType dtype = DType::f64;
+  Features features = 0;  ///< the implementation's, minus what a property excludes
+  Limits limits;
+  int64_t max_t = 7;   ///< tq and tk range over [1, max_t] (limits permitting)
+  int64_t max_d = 5;   ///< dk and dv range over [1, max_d]
+  int64_t max_bh = 3;  ///< batch and heads range over [1, max_bh]
+};
+
+/// The spec for an implementation in a dtype.
+GenSpec spec_for(const ImplInfo& info, DType dtype);
+
+/// Value regimes of SPEC section 3, simplest first (shrinking goes there).
+enum class Regime { small_int, dyadic, normal, large, one_hot, all_equal, near_tied };
+
+/// A problem with at least one allowed key in every row. Dims shrink
+/// towards 1, values towards 0 and small integers, masks towards none.
+rc::Gen<Problem> problem(const GenSpec& spec);
+
+/// A problem in which at least one row has no allowed key, made through key
+/// padding, an explicit mask, bottom-right causal with tq > tk, or a window,
+/// whichever the features allow. Requires can_make_empty_rows(spec).
+rc::Gen<Problem> problem_with_empty_row(const GenSpec& spec);
+
+/// True when the features offer a way to make a row empty.
+bool can_make_empty_rows(const GenSpec& spec);
+
+}  // namespace attncheck::gen
+
+namespace attncheck {
+/// RapidCheck's printer for a problem (shapes, masks, values).
+void showValue(const Problem& p, std::ostream& os);
+}  // namespace attncheck
