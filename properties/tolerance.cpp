@@ -45,11 +45,15 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
   // 2^-53 |c| <= u_o |c|).
   const double u_o = unit_roundoff(p.dtype);
   const double e = t.exp_ulps;
-  // Underflow: each P element may lose up to half the smallest subnormal of
-  // its format (the smallest normal when flushing); the same for the output.
-  const double eta_p = underflow_unit(t.p_cast, t.flush_to_zero);
+  // Underflow, where relative bounds stop holding: a value rounded below the
+  // normal range errs by up to half the smallest subnormal of its format
+  // (the smallest normal when flushing). eta_p: each weight or P element,
+  // in the format P is kept in (accumulation, or the cast if coarser);
+  // eta_a: each product a_j v_j (or p_j v_j) of the weighted sum; eta_o:
+  // the output.
+  const double eta_a = underflow_unit(t.accum, t.flush_to_zero);
+  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flush_to_zero));
   const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
-  const double eta_w = underflow_unit(t.accum, t.flush_to_zero);
   // A dot product of dk terms costs gamma_dk; one more rounding for sigma
   // itself in the accumulation format and one for the product by sigma.
   const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);
@@ -120,11 +124,20 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
           // the sum l and the division by it (or the weights' own rounding)
           // and one more for either order; u_o |c|: the output rounding.
+          // Underflow: SPEC 4 writes eta_p sum |v_j| / l for unnormalised P;
+          // an implementation that normalises first rounds a_j = p_j / l
+          // itself, so the / l is dropped (l >= 1: only wider), and each of
+          // the n products can underflow on its own (n eta_a). Without the
+          // latter a correct f32 kernel exceeded the bound on outputs near
+          // 1e-42.
           tol.out[out_index(p, b, h, i, d)] =
               1.25 * (spread + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
-                      (gamma_n + 2 * u_a + u_o) * std::fabs(c) +
-                      eta_p * sum_abs_v / l + eta_o);
+                      (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v +
+                      n * eta_a + eta_o);
         }
+        // Weights: the logit errors of the row, the exps, the sum and the
+        // division; underflow as for the output, the / l of SPEC 4's
+        // eta_p / l dropped for implementations that round a_j = p_j / l.
         for (int64_t j = 0; j < p.tk; ++j) {
           if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
           const size_t w = weight_index(p, b, h, i, j);
@@ -132,7 +145,7 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           tol.weights[w] =
               1.25 * (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N +
                            gamma_n + 2 * u_a + u_o) +
-                      eta_p / l + eta_w);
+                      eta_p + eta_a);
         }
         // lse = m + log l: the logits' weighted error, the exps and the sum
         // inside the log (relative errors of l become absolute ones of

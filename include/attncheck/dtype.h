@@ -32,7 +32,8 @@ DType parse_dtype(std::string_view name);
 double unit_roundoff(DType d);
 
 /// Half the smallest positive subnormal (the absolute underflow error of
-/// round-to-nearest), or the smallest normal when subnormals are flushed.
+/// round-to-nearest; for f64, which cannot express that half, the smallest
+/// subnormal), or the smallest normal when subnormals are flushed.
 double underflow_unit(DType d, bool flush_to_zero);
 
 /// Largest finite value of the format.

@@ -1,7 +1,9 @@
 #include "attncheck/dtype.h"
 
 #include <cfloat>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "attncheck/error.h"
@@ -51,9 +53,13 @@ double unit_roundoff(DType d) { return std::ldexp(1.0, -format(d).precision); }
 double underflow_unit(DType d, bool flush_to_zero) {
   const Format f = format(d);
   // Smallest normal is 2^(min_exp - 1); the smallest subnormal has
-  // precision - 1 fewer bits, and round-to-nearest errs by half of it.
-  return flush_to_zero ? std::ldexp(1.0, f.min_exp - 1)
-                       : std::ldexp(1.0, f.min_exp - f.precision - 1);
+  // precision - 1 fewer bits, and round-to-nearest errs by half of it. Half
+  // of f64's smallest subnormal is no double (it would round to 0 and make
+  // a bound of exactly zero), so f64 gets the smallest subnormal itself:
+  // errors down there are whole multiples of it anyway.
+  if (flush_to_zero) return std::ldexp(1.0, f.min_exp - 1);
+  return std::max(std::ldexp(1.0, f.min_exp - f.precision - 1),
+                  std::numeric_limits<double>::denorm_min());
 }
 
 double max_finite(DType d) { return format(d).max; }

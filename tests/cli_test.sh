@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The attncheck command line against SPEC 5.2: exit codes, one-line errors,
+# the report JSON and the oracle's output.  Usage: cli_test.sh ATTNCHECK SRC
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+failures=0
+checks=0
+
+# expect CODE DESCRIPTION -- ARGS...: runs attncheck, checks the exit code.
+expect() {
+  local code=$1 what=$2
+  shift 3
+  checks=$((checks + 1))
+  "$bin" "$@" >out.txt 2>err.txt
+  local got=$?
+  if [[ $got -ne $code ]]; then
+    echo "FAIL: $what: exit $got, expected $code (attncheck $*)"
+    sed 's/^/  | /' err.txt | head -5
+    failures=$((failures + 1))
+    return 1
+  fi
+}
+
+# usage_error DESCRIPTION PATTERN -- ARGS...: exit 2, exactly one stderr line
+# matching PATTERN, nothing run.
+usage_error() {
+  local what=$1 pattern=$2
+  shift 3
+  expect 2 "$what" -- "$@" || return
+  if [[ $(wc -l <err.txt) -ne 1 ]] || ! grep -q -- "$pattern" err.txt; then
+    echo "FAIL: $what: stderr is not one line matching '$pattern':"
+    sed 's/^/  | /' err.txt
+    failures=$((failures + 1))
+  fi
+  if grep -q "passed\|failed" out.txt; then
+    echo "FAIL: $what: properties ran after a usage error"
+    failures=$((failures + 1))
+  fi
+}
+
+contains() {  # contains FILE PATTERN DESCRIPTION
+  checks=$((checks + 1))
+  if ! grep -q -- "$2" "$1"; then
+    echo "FAIL: $3: '$2' not found in $1"
+    sed 's/^/  | /' "$1" | head -20
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 "list" -- list
+contains out.txt "loop_f64 *reference" "list shows implementations with kind"
+contains out.txt "broken_unscaled *broken" "list shows broken implementations"
+contains out.txt "ScaledScoreVarianceNearOne" "list shows properties"
+
+usage_error "unknown implementation" "unknown implementation 'nope'" -- check --impl nope
+usage_error "unknown property" "unknown property 'Nope'" -- check --property Nope
+usage_error "unknown dtype" "unknown dtype 'f8'" -- check --dtype f8
+usage_error "bad seed" "not a seed" -- check --seed -5
+usage_error "seed too large" "not a seed" -- check --seed 9007199254740992
+ATTNCHECK_SEED=abc usage_error "bad ATTNCHECK_SEED" "ATTNCHECK_SEED" -- check
+usage_error "unknown profile" "unknown profile" -- check --profile huge
+usage_error "unknown option" "attncheck:" -- check --bogus
+usage_error "no subcommand" "attncheck:" --
+usage_error "missing oracle file" "missing.json: cannot open" -- oracle missing.json
+echo '{"format": "attncheck-problem-1", "dtype": "f64", "tq": 1' >bad.json
+usage_error "malformed JSON" "bad.json" -- oracle bad.json
+echo '{"format": "attncheck-problem-1", "dtype": "f64", "batch": 1, "heads": 1, "tq": 1, "tk": 1, "dk": 2, "dv": 1, "q": [1], "k": [1, 2], "v": [1]}' >short.json
+usage_error "wrong shape" "field 'q'" -- oracle short.json
+usage_error "report not writable" "--report" -- check --impl loop_f64 --report /nonexistent/dir/r.json
+
+expect 0 "oracle of exercise 1" -- oracle "$src/fixtures/seed_exercise1.json"
+contains out.txt '"format": "attncheck-oracle-1"' "oracle JSON format"
+contains out.txt '0.6697' "exercise 1 weight 0.6698"
+contains out.txt '1.3395' "exercise 1 output 1.3395"
+contains out.txt '2.679' "exercise 1 output 2.6790"
+
+expect 0 "check of the reference implementations" -- check --report report.json
+contains out.txt "seed 20260101" "the seed is printed"
+contains out.txt "^passed *loop_f64 *f64 *MatchesOracle" "loop_f64 checked"
+contains out.txt "^passed *batched_f32 *f32 *EmptyRowsAreRejected" "batched_f32 checked"
+contains out.txt "^passed *loop_zero_f64" "loop_zero_f64 checked"
+contains out.txt "35 passed, 0 failed" "five implementations times seven properties"
+contains report.json '"format": "attncheck-report-1"' "report format"
+contains report.json '"max_budget_used"' "report has budgets"
+contains report.json '"counterexample": null' "passing results have no counterexample"
+
+expect 1 "a broken implementation fails" -- check --impl broken_unscaled --property ScaledScoreVarianceNearOne --report broken.json --save-failures fails
+contains out.txt "FAILED ScaledScoreVarianceNearOne on broken_unscaled" "failure report"
+contains broken.json '"status": "failed"' "failed status in report"
+
+expect 1 "a shrunk counterexample is saved" -- check --impl broken_softmax_query_axis --property MatchesOracle --save-failures fails --report shrunk.json
+contains out.txt "fixture: fails/broken_softmax_query_axis-f64-MatchesOracle.json" "fixture path printed"
+contains shrunk.json '"tq": 1' "counterexample shape in the report"
+expect 0 "the saved fixture is readable by the oracle" -- oracle fails/broken_softmax_query_axis-f64-MatchesOracle.json
+
+expect 0 "seed from the environment" -- check --impl loop_f64 --property RowSumsToOne --cases 5
+ATTNCHECK_SEED=42 expect 0 "seed from the environment" -- check --impl loop_f64 --property RowSumsToOne --cases 5
+contains out.txt "seed 42" "ATTNCHECK_SEED is used"
+expect 0 "a dtype the implementation lacks is skipped" -- check --impl loop_f64 --dtype f32
+contains out.txt "^skipped *loop_f64 *f32" "skipped with a reason"
+
+echo "cli: $((checks - failures)) passed, $failures failed"
+[[ $failures -eq 0 ]]

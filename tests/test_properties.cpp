@@ -1,0 +1,180 @@
+// The property suite judged on known implementations: every property passes
+// on every correct implementation, and every broken implementation is caught
+// by the property it was made for. A property that cannot fail is a defect.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "attncheck/fixture.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+
+namespace attncheck {
+namespace {
+
+RunConfig ci_config() {
+  RunConfig c;
+  c.seed = kDefaultSeed;
+  return c;
+}
+
+struct Case {
+  std::string impl, property;
+  DType dtype;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.impl + "_" + std::string(dtype_name(info.param.dtype)) + "_" +
+                  info.param.property;
+  for (char& c : s)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+std::vector<Case> correct_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : registered_impls()) {
+    if (impl->info().kind == Kind::broken) continue;
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      if (!impl->info().supports(d)) continue;
+      for (const PropertyDef& p : property_catalog()) cases.push_back({impl->info().name, p.name, d});
+    }
+  }
+  return cases;
+}
+
+std::vector<Case> broken_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& info = impl->info();
+    if (info.kind != Kind::broken) continue;
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
+      if (info.supports(d)) cases.push_back({info.name, info.caught_by, d});
+  }
+  return cases;
+}
+
+PropertyOutcome run(const Case& c, const RunConfig& config = ci_config()) {
+  const auto impl = find_impl(c.impl);
+  const PropertyDef* prop = find_property(c.property);
+  if (!impl || !prop) throw std::runtime_error("unknown " + c.impl + " or " + c.property);
+  return run_property(*prop, *impl, c.dtype, config);
+}
+
+class CorrectImplementation : public testing::TestWithParam<Case> {};
+
+TEST_P(CorrectImplementation, PassesOrIsSkippedWithReason) {
+  const PropertyOutcome o = run(GetParam());
+  std::cout << status_name(o.status) << ": " << o.message << "\n";
+  ASSERT_TRUE(o.status == PropertyStatus::passed || o.status == PropertyStatus::skipped)
+      << status_name(o.status) << "\n" << o.message;
+  if (o.status == PropertyStatus::skipped) {
+    EXPECT_FALSE(o.message.empty());
+  } else {
+    EXPECT_GT(o.cases, 0);
+    EXPECT_LE(o.max_budget_used, 1.0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Suite, CorrectImplementation, testing::ValuesIn(correct_cases()),
+                         case_name);
+
+class BrokenImplementation : public testing::TestWithParam<Case> {};
+
+TEST_P(BrokenImplementation, IsCaughtByItsProperty) {
+  ASSERT_NE(find_property(GetParam().property), nullptr)
+      << GetParam().impl << " names an unknown property " << GetParam().property;
+  const PropertyOutcome o = run(GetParam());
+  std::cout << o.message << "\n";
+  EXPECT_EQ(o.status, PropertyStatus::failed) << o.message;
+  EXPECT_NE(o.message.find(GetParam().property), std::string::npos);
+  EXPECT_NE(o.message.find(GetParam().impl), std::string::npos);
+  EXPECT_NE(o.message.find(std::to_string(kDefaultSeed)), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Suite, BrokenImplementation, testing::ValuesIn(broken_cases()),
+                         case_name);
+
+TEST(Catalog, EveryPropertyHasABrokenImplementationMadeForIt) {
+  for (const PropertyDef& p : property_catalog()) {
+    bool found = false;
+    for (const Case& c : broken_cases()) found = found || c.property == p.name;
+    EXPECT_TRUE(found) << p.name << " has no broken implementation";
+  }
+}
+
+TEST(Catalog, FullFeatureReferencePassesEveryPropertyWithoutSkips) {
+  for (const PropertyDef& p : property_catalog()) {
+    const PropertyOutcome o = run({"loop_f64", p.name, DType::f64});
+    EXPECT_EQ(o.status, PropertyStatus::passed) << p.name << ": " << o.message;
+  }
+}
+
+TEST(Catalog, NamesAreTheSpecsInOrder) {
+  std::vector<std::string> names;
+  for (const PropertyDef& p : property_catalog()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"MatchesOracle", "RowSumsToOne",
+                                             "MaskedWeightsAreZero", "ConstantValuesReproduced",
+                                             "PermutationEquivariance", "ScaledScoreVarianceNearOne",
+                                             "EmptyRowsAreRejected"}));
+}
+
+TEST(Runner, SameSeedSameOutcome) {
+  const Case c{"broken_softmax_query_axis", "MatchesOracle", DType::f64};
+  EXPECT_EQ(run(c).message, run(c).message);
+  const Case ok{"loop_f32", "MatchesOracle", DType::f32};
+  EXPECT_EQ(run(ok).max_budget_used, run(ok).max_budget_used);
+}
+
+TEST(Runner, OneElementBugShrinksToATinyProblem) {
+  const PropertyOutcome o = run({"broken_softmax_query_axis", "MatchesOracle", DType::f64});
+  ASSERT_TRUE(o.counterexample.has_value());
+  EXPECT_LE(o.counterexample->tq, 2);
+  EXPECT_LE(o.counterexample->tk, 2);
+  EXPECT_EQ(o.counterexample->dk, 1);
+  EXPECT_EQ(o.counterexample->batch, 1);
+  EXPECT_EQ(o.counterexample->heads, 1);
+}
+
+TEST(Runner, FailureReportHasEveryPartAndSavesAFixture) {
+  const auto dir = std::filesystem::temp_directory_path() / "attncheck-test-failures";
+  std::filesystem::remove_all(dir);
+  RunConfig config = ci_config();
+  config.save_failures_dir = dir.string();
+  const PropertyOutcome o = run({"broken_extra_logit", "ConstantValuesReproduced", DType::f64}, config);
+  ASSERT_EQ(o.status, PropertyStatus::failed);
+  for (const char* part : {"FAILED ConstantValuesReproduced on broken_extra_logit", "expected",
+                           "got", "error", "tolerance", "budget used", "shrunk problem",
+                           "Q = [[", "seed 20260101", "RC_PARAMS=\"", "reproduce=", "fixture: "}) {
+    EXPECT_NE(o.message.find(part), std::string::npos) << "missing '" << part << "' in\n"
+                                                       << o.message;
+  }
+  ASSERT_TRUE(o.fixture.has_value());
+  const Fixture f = load_fixture(*o.fixture);
+  EXPECT_EQ(f.meta.at("property"), "ConstantValuesReproduced");
+  EXPECT_EQ(f.meta.at("impl"), "broken_extra_logit");
+  EXPECT_EQ(f.meta.at("seed"), kDefaultSeed);
+  EXPECT_EQ(f.problem.tq, o.counterexample->tq);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Runner, CasesOptionAndThoroughProfileScaleTheBudget) {
+  RunConfig config = ci_config();
+  config.cases = 7;
+  EXPECT_EQ(run({"loop_f64", "MatchesOracle", DType::f64}, config).cases, 7);
+  config.cases = 0;
+  config.profile = "thorough";
+  EXPECT_EQ(run({"loop_f64", "RowSumsToOne", DType::f64}, config).cases,
+            10 * find_property("RowSumsToOne")->default_cases);
+}
+
+TEST(Runner, UnsupportedDtypeIsSkippedWithReason) {
+  const PropertyOutcome o = run({"loop_f64", "MatchesOracle", DType::f32});
+  EXPECT_EQ(o.status, PropertyStatus::skipped);
+  EXPECT_NE(o.message.find("f32"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attncheck
