@@ -84,6 +84,16 @@ struct ForwardResult {
   }
 };
 
+/// What a backward pass returns: gradients for the problem's dout, each
+/// contiguous, in the output format's values as doubles.
+struct BackwardResult {
+  Status status = Status::ok;
+  std::string error;       ///< message when status is error
+  std::vector<double> dq;  ///< [b][h][tq][dk]
+  std::vector<double> dk;  ///< [b][kv_h][tk][dk]
+  std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+};
+
 /// An attention implementation under test. The harness never calls one
 /// instance from two threads at once, and only with problems inside its
 /// declared features, dtypes and limits.
@@ -96,6 +106,15 @@ class Implementation {
 
   /// Computes out (and weights / lse where declared) for `p`.
   virtual ForwardResult forward(const Problem& p) const = 0;
+
+  /// Computes dQ, dK, dV for p.dout (SPEC section 1). Called only for
+  /// implementations declaring ATTNCHECK_FEATURE_BACKWARD.
+  virtual BackwardResult backward(const Problem& p) const {
+    (void)p;
+    BackwardResult r;
+    r.status = Status::unsupported;
+    return r;
+  }
 };
 
 }  // namespace attncheck

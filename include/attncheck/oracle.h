@@ -4,11 +4,19 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attncheck/problem.h"
 
 namespace attncheck {
+
+/// A reported value whose correct rounding could not be decided: it is
+/// still the nearest double to a high-precision value, but not proven.
+struct UncertifiedValue {
+  std::string array;           ///< "out", "weights", "lse", "dq", "dk", "dv"
+  std::vector<int64_t> index;  ///< its multi-index in that array
+};
 
 /// The oracle's answer for one problem, every array contiguous. Besides the
 /// results it keeps the per-element and per-row quantities the tolerance of
@@ -25,6 +33,12 @@ struct OracleResult {
   std::vector<int64_t> row_allowed;  ///< n = number of allowed keys
   std::vector<uint8_t> row_empty;    ///< 1 where the row has no allowed key
   std::vector<std::array<int64_t, 3>> empty_rows;  ///< [b, h, i] of empty rows
+  /// Gradients for p.dout (empty when the problem has no dout):
+  std::vector<double> dq;  ///< [b][h][tq][dk]
+  std::vector<double> dk;  ///< [b][kv_h][tk][dk]
+  std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+  /// Values not proven correctly rounded (never guessed silently).
+  std::vector<UncertifiedValue> uncertified;
 };
 
 /// Precision of the oracle's arithmetic, in bits (>= 128; 64 bits is not
