@@ -1,4 +1,5 @@
-// The batched reference in double: Eigen matrix products per (b, h).
+// The batched reference in double: Eigen matrix products per (b, h),
+// forward and backward.
 
 #include <memory>
 
@@ -10,11 +11,13 @@ namespace attncheck::impls {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    reference_info("batched_f64", DType::f64, kBatchedFeatures,
+    reference_info("batched_f64", DType::f64, kBatchedFeatures | ATTNCHECK_FEATURE_BACKWARD,
                    EmptyRowPolicy::error,
-                   "Eigen matrix products per (b, h) in double; key padding "
-                   "and causal masks only; empty rows are an error"),
-    [](const Problem& p) { return batched_forward<double>(p); }));
+                   "Eigen matrix products per (b, h) in double, forward and "
+                   "backward; key padding and causal masks only; empty rows "
+                   "are an error"),
+    [](const Problem& p) { return batched_forward<double>(p); },
+    [](const Problem& p) { return batched_backward<double>(p); }));
 
 }  // namespace
 }  // namespace attncheck::impls

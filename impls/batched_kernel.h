@@ -21,4 +21,16 @@ ForwardResult batched_forward(const Problem& p);
 extern template ForwardResult batched_forward<double>(const Problem&);
 extern template ForwardResult batched_forward<float>(const Problem&);
 
+/// The gradients of SPEC section 1 for p.dout as whole-matrix Eigen
+/// products per (b, h), in T: P as in batched_forward, dA = dO V^T,
+/// dS = P o (dA - rowsum(P o dA)), dQ = (dS K) * scale, dK = (dS^T Q) *
+/// scale, dV = P^T dO. Empty rows are an error naming the first empty
+/// query; a dout of the wrong size is an error; problems outside
+/// kBatchedFeatures are unsupported. Instantiated for double and float.
+template <typename T>
+BackwardResult batched_backward(const Problem& p);
+
+extern template BackwardResult batched_backward<double>(const Problem&);
+extern template BackwardResult batched_backward<float>(const Problem&);
+
 }  // namespace attncheck::impls

@@ -1,7 +1,7 @@
 #pragma once
 // What the built-in implementations share: their feature sets, the precision
 // traits of a one-pass kernel, the empty-row message, and an Implementation
-// that wraps a declaration and a forward function.
+// that wraps a declaration, a forward function and optionally a backward one.
 
 #include <cstdint>
 #include <functional>
@@ -14,22 +14,20 @@
 
 namespace attncheck::impls {
 
-/// Everything the loop kernels compute (all of SPEC section 1 except
-/// backward).
+/// Everything the loop kernels' forward pass computes (all of SPEC section 1
+/// except backward, which implementations with a backward add).
 inline constexpr Features kLoopFeatures =
-    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL |
-    ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_BIAS |
-    ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES |
-    ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW |
+    ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_GQA |
+    ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
     ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
     ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
 
 /// What the Eigen batched kernels compute: key padding and causal masks,
 /// weights, any scale; nothing that needs per-element score edits.
 inline constexpr Features kBatchedFeatures =
-    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL |
-    ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
-    ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_SCALE;
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
+    ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_SCALE;
 
 /// Traits of a one-pass kernel computing everything in `d` with the C
 /// library's exp, which glibc keeps within 1 ulp for exp and expf.
@@ -58,28 +56,50 @@ inline std::optional<std::string> first_empty_row_error(const Problem& p) {
   return std::nullopt;
 }
 
-/// An implementation made of a declaration and a forward function, so each
-/// built-in file is its kernel call and its ImplInfo.
+/// An implementation made of a declaration, a forward function and
+/// optionally a backward function, so each built-in file is its kernel calls
+/// and its ImplInfo.
 class FunctionImpl : public Implementation {
  public:
   using Forward = std::function<ForwardResult(const Problem&)>;
+  using Backward = std::function<BackwardResult(const Problem&)>;
 
-  /// `forward` is called with problems inside `info`'s declaration.
-  FunctionImpl(ImplInfo info, Forward forward)
-      : info_(std::move(info)), forward_(std::move(forward)) {}
+  /// `forward` (and `backward`, when given; declare
+  /// ATTNCHECK_FEATURE_BACKWARD with it) are called with problems inside
+  /// `info`'s declaration. Without `backward`, backward() is unsupported.
+  FunctionImpl(ImplInfo info, Forward forward, Backward backward = {})
+      : info_(std::move(info)), forward_(std::move(forward)), backward_(std::move(backward)) {}
 
   const ImplInfo& info() const override { return info_; }
   ForwardResult forward(const Problem& p) const override { return forward_(p); }
+  BackwardResult backward(const Problem& p) const override {
+    return backward_ ? backward_(p) : Implementation::backward(p);
+  }
 
  private:
   ImplInfo info_;
   Forward forward_;
+  Backward backward_;
 };
+
+/// A backward result reporting `message` as an error.
+inline BackwardResult backward_failure(std::string message) {
+  BackwardResult r;
+  r.status = Status::error;
+  r.error = std::move(message);
+  return r;
+}
+
+/// A backward result saying the problem is outside what the kernel does.
+inline BackwardResult backward_unsupported() {
+  BackwardResult r;
+  r.status = Status::unsupported;
+  return r;
+}
 
 /// Declaration of a reference implementation of dtype `d`.
 inline ImplInfo reference_info(std::string name, DType d, Features features,
-                               EmptyRowPolicy empty_rows,
-                               std::string description) {
+                               EmptyRowPolicy empty_rows, std::string description) {
   ImplInfo info;
   info.name = std::move(name);
   info.kind = Kind::reference;

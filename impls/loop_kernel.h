@@ -1,6 +1,6 @@
 #pragma once
 // The loop kernel: SPEC section 1 written out one query at a time, every
-// operation in the element type T. It is the simplest correct
+// operation in the element type T, forward and backward. It is the simplest correct
 // implementation, so the reference implementations of each format share it.
 
 #include "attncheck/implementation.h"
@@ -18,9 +18,21 @@ namespace attncheck::impls {
 template <typename T>
 ForwardResult loop_forward(const Problem& p, EmptyRowPolicy empty_rows);
 
-extern template ForwardResult loop_forward<double>(const Problem&,
-                                                   EmptyRowPolicy);
-extern template ForwardResult loop_forward<float>(const Problem&,
-                                                  EmptyRowPolicy);
+extern template ForwardResult loop_forward<double>(const Problem&, EmptyRowPolicy);
+extern template ForwardResult loop_forward<float>(const Problem&, EmptyRowPolicy);
+
+/// The gradients of SPEC section 1 for p.dout, per query and in T: the
+/// forward's weights recomputed, dA_j = dO_i . v_j, dS_j = a_j (dA_j -
+/// sum_r a_r dA_r), times 1 - tanh^2(t_j / c) with a softcap, dQ_i = scale
+/// sum_j dT_j k_j; dK and dV accumulate dT_j q_i and a_j dO_i over every
+/// query of every head of a GQA group (scale applied to dK once at the
+/// end). Empty rows follow `empty_rows` as in loop_forward: the error names
+/// the first empty query; zero lets them contribute nothing. A dout of the
+/// wrong size is an error. Instantiated for double and float.
+template <typename T>
+BackwardResult loop_backward(const Problem& p, EmptyRowPolicy empty_rows);
+
+extern template BackwardResult loop_backward<double>(const Problem&, EmptyRowPolicy);
+extern template BackwardResult loop_backward<float>(const Problem&, EmptyRowPolicy);
 
 }  // namespace attncheck::impls

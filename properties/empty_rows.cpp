@@ -10,9 +10,8 @@
 namespace attncheck {
 namespace {
 
-void empty_rows(CaseContext& ctx) {
-  const gen::GenSpec spec = ctx.spec();
-  const Problem p = *gen::problem_with_empty_row(spec);
+void judge_empty_rows(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
   const ForwardResult r = ctx.call(p);
   std::string first_empty;
   for (int64_t b = 0; b < p.batch && first_empty.empty(); ++b)
@@ -24,7 +23,7 @@ void empty_rows(CaseContext& ctx) {
     if (r.status != Status::error) {
       bool nan = false;
       for (double x : r.out) nan = nan || std::isnan(x);
-      ctx.fail(p, fmt::format("declares the error policy but returned {} for a problem whose "
+      ctx.fail(fmt::format("declares the error policy but returned {} for a problem whose "
                               "query {} has no allowed key",
                               nan ? "NaN" : "values", first_empty));
     }
@@ -32,9 +31,9 @@ void empty_rows(CaseContext& ctx) {
     return;
   }
   if (r.status == Status::error) {
-    ctx.fail(p, "declares the zero policy but reported an error: " + r.error);
+    ctx.fail("declares the zero policy but reported an error: " + r.error);
   }
-  Comparison c;
+  Comparison cmp;
   const bool weights = ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS);
   const bool lse = ctx.info().has(ATTNCHECK_FEATURE_LSE);
   for (int64_t b = 0; b < p.batch; ++b)
@@ -45,37 +44,35 @@ void empty_rows(CaseContext& ctx) {
           const double x = r.out[out_index(p, b, h, i, d)];
           if (!empty && std::isfinite(x)) continue;
           // Empty rows must be exactly zero; other rows at least finite.
-          c.add_element({empty ? "out (empty row)" : "out (not finite)", {b, h, i, d},
+          cmp.add_element({empty ? "out (empty row)" : "out (not finite)", {b, h, i, d},
                          empty ? 0.0 : (std::isnan(x) ? 0.0 : std::copysign(1e308, x)), x, 0, 0, 0});
         }
         if (!empty) continue;
         if (weights)
           for (int64_t j = 0; j < p.tk; ++j)
-            c.add_element({"weights (empty row)", {b, h, i, j}, 0.0,
+            cmp.add_element({"weights (empty row)", {b, h, i, j}, 0.0,
                            r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
         if (lse)
-          c.add_element({"lse (empty row)", {b, h, i}, -INFINITY, r.lse[row_index(p, b, h, i)], 0, 0, 0});
+          cmp.add_element({"lse (empty row)", {b, h, i}, -INFINITY, r.lse[row_index(p, b, h, i)], 0, 0, 0});
       }
-  ctx.expect(p, c, "empty rows are not exact zeros with lse = -inf");
+  ctx.expect(cmp, "empty rows are not exact zeros with lse = -inf");
 }
 
 }  // namespace
 
 PropertyDef empty_rows_property() {
-  PropertyDef d{"EmptyRowsAreRejected",
-                "a query with no allowed key gets the declared policy: an error, or exact "
-                "zeros and lse = -inf; never NaN, never a silent value",
-                100,
-                [](const ImplInfo& info, DType dtype) -> std::optional<std::string> {
-                  if (gen::can_make_empty_rows(gen::spec_for(info, dtype))) return std::nullopt;
-                  return "no declared feature can make a row empty (key padding, mask, "
-                         "bottom-right causal, window)";
-                },
-                {}};
-  d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
-    return run_cases(d, impl, dtype, config, empty_rows);
-  };
-  return d;
+  return case_property(
+      "EmptyRowsAreRejected",
+      "a query with no allowed key gets the declared policy: an error, or exact zeros and "
+      "lse = -inf; never NaN, never a silent value",
+      100,
+      [](const ImplInfo& info, DType dtype) -> std::optional<std::string> {
+        if (gen::can_make_empty_rows(gen::spec_for(info, dtype))) return std::nullopt;
+        return "no declared feature can make a row empty (key padding, mask, bottom-right "
+               "causal, window)";
+      },
+      [](CaseContext& ctx) { return Case{*gen::problem_with_empty_row(ctx.spec())}; },
+      judge_empty_rows);
 }
 
 }  // namespace attncheck

@@ -18,7 +18,14 @@
 
 namespace attncheck {
 
-/// State of one property run, handed to the property's body for each case.
+/// One drawn case: the problem and what the property drew beyond it (a
+/// permutation, a row, coefficients...), enough to judge it again.
+struct Case {
+  Problem problem;
+  nlohmann::json args = nlohmann::json::object();
+};
+
+/// State of one property run, handed to the property for each case.
 class CaseContext {
  public:
   CaseContext(const Implementation& impl, DType dtype, const RunConfig& config)
@@ -28,61 +35,71 @@ class CaseContext {
   const ImplInfo& info() const { return impl_.info(); }
   DType dtype() const { return dtype_; }
   const RunConfig& config() const { return config_; }
-  /// The generator spec of the implementation in this dtype.
-  gen::GenSpec spec() const { return gen::spec_for(info(), dtype_); }
+  /// The generator spec of the implementation in this dtype and profile.
+  gen::GenSpec spec() const { return gen::spec_for(info(), dtype_, config_.profile); }
 
-  /// Calls forward. An exception thrown by the implementation is a failure
-  /// of this case; ATTNCHECK_UNSUPPORTED discards it.
+  /// Starts judging `c`; a failure records it as the counterexample.
+  void begin(const Case& c) { current_ = &c; }
+
+  /// Calls forward. An exception thrown by the implementation, or a result
+  /// of the wrong size, fails the case; ATTNCHECK_UNSUPPORTED discards it.
   ForwardResult call(const Problem& p);
 
   /// Like call(), and a reported error is a failure too.
   ForwardResult call_ok(const Problem& p);
 
   /// The oracle and tolerances of p; discards the case when any row is
-  /// ill-conditioned (SPEC 4: counted, never passed).
+  /// ill-conditioned (SPEC 4: counted, never passed) or the oracle could
+  /// not certify a value.
   std::pair<OracleResult, Tolerances> reference(const Problem& p);
 
   /// Fails the case when the comparison failed, else records its budget.
-  void expect(const Problem& p, const Comparison& c, const std::string& what,
-              nlohmann::json args = nlohmann::json::object());
+  void expect(const Comparison& c, const std::string& what);
 
-  /// Fails the case: records problem, message and args, then throws.
-  [[noreturn]] void fail(const Problem& p, const std::string& message,
-                         nlohmann::json args = nlohmann::json::object());
+  /// Fails the current case with this message (throws).
+  [[noreturn]] void fail(const std::string& message);
 
-  /// Discards the case, counted under `reason`.
+  /// Discards the current case, counted under `reason` (throws).
   [[noreturn]] void discard(const std::string& reason);
 
   /// Records a passing case's budget used.
   void passed(double budget_used);
 
-  // Filled while running, read by run_cases().
+  // Filled while running, read by the runner.
   int cases = 0;
   int discarded = 0;
   std::map<std::string, int> discard_reasons;
   double max_budget_used = 0;
-  std::optional<Problem> failed_problem;
+  std::optional<Case> failed_case;
   std::string failure_message;
-  nlohmann::json failure_args;
 
  private:
   const Implementation& impl_;
   DType dtype_;
   const RunConfig& config_;
+  const Case* current_ = nullptr;
 };
 
-/// Runs `body` as a RapidCheck property for `prop` (seeded from the run's
-/// seed and the names), then turns the result into an outcome: the failure
-/// report with the shrunk problem, seed, reproduce string and saved fixture.
-PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl,
-                          DType dtype, const RunConfig& config,
-                          const std::function<void(CaseContext&)>& body);
+/// Draws a case with RapidCheck generators (only inside a property run).
+using DrawFn = std::function<Case(CaseContext&)>;
+/// Judges a case: returns after ctx.passed(), or fails / discards (throws).
+using JudgeFn = std::function<void(CaseContext&, const Case&)>;
+/// Why a property does not apply, or nullopt.
+using SkipFn = std::function<std::optional<std::string>(const ImplInfo&, DType)>;
 
-/// Runs a non-RapidCheck (statistical) property body that returns its own
-/// outcome fields; shared bookkeeping (names, exceptions) is done here.
-PropertyOutcome run_once(const PropertyDef& prop, const Implementation& impl,
-                         DType dtype,
-                         const std::function<void(PropertyOutcome&)>& body);
+/// A property checked case by case: RapidCheck draws and shrinks cases, the
+/// judge decides each; replay judges a fixture's case again.
+PropertyDef case_property(std::string name, std::string statement, int default_cases,
+                          SkipFn skip, DrawFn draw, JudgeFn judge);
+
+/// Never skips.
+std::optional<std::string> always_applies(const ImplInfo&, DType);
+
+/// Skip reason unless the implementation declares every bit of `features`.
+SkipFn needs_features(Features features, std::string what);
+
+/// An outcome of `prop` on `impl` with nothing filled in yet.
+PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl, DType dtype);
 
 /// The problem printed for a person: shapes and flags, and for small cases
 /// the matrices.
@@ -95,14 +112,46 @@ int case_budget(const PropertyDef& prop, const RunConfig& config);
 /// do not return them.
 std::optional<std::string> needs_weights(const ImplInfo& info);
 
+/// Compares two answers to the same logical problem, element by element:
+/// each is within tol of the same oracle value, so they are within 2 tol of
+/// each other. The arrays are laid out as the output of p.
+void add_pairwise(Comparison& c, const std::string& array, const Problem& p,
+                  const std::vector<double>& expected, const std::vector<double>& got,
+                  const std::vector<double>& tol);
+
+/// Bitwise compare of the output rows of (b, h, i) for which `select` is
+/// true (values: +0 equals -0, NaN never equals).
+void add_bitwise_rows(Comparison& c, const std::string& array, const Problem& p,
+                      const std::vector<double>& expected, const std::vector<double>& got,
+                      const std::function<bool(int64_t b, int64_t h, int64_t i)>& select);
+
+/// The key sets a row can not see are changed (by `change`, applied to the
+/// K/V head g of batch b at each key of `keys`); every row of (b, query
+/// heads of g) that sees none of them must be bitwise unchanged.
+void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const ForwardResult& r,
+                                int64_t b, int64_t g, const std::vector<int64_t>& keys,
+                                const std::function<void(Problem&, int64_t j)>& change,
+                                const std::string& what);
+
 // The catalog's entries, one function per property, defined in the file of
 // its family.
 PropertyDef matches_oracle_property();
-PropertyDef constant_values_property();
 PropertyDef row_sums_property();
 PropertyDef masked_weights_property();
+PropertyDef constant_values_property();
+PropertyDef convex_hull_property();
 PropertyDef permutation_property();
+PropertyDef key_translation_property();
+PropertyDef value_linearity_property();
 PropertyDef variance_property();
 PropertyDef empty_rows_property();
+PropertyDef extreme_scores_property();
+PropertyDef causal_prefix_property();
+PropertyDef window_property();
+PropertyDef batch_head_property();
+PropertyDef gqa_property();
+PropertyDef layout_property();
+PropertyDef determinism_property();
+PropertyDef gradients_property();
 
 }  // namespace attncheck

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include "attncheck/error.h"
 #include "attncheck/fixture.h"
 #include "properties/harness.h"
 
@@ -25,11 +26,15 @@ std::string_view status_name(PropertyStatus s) {
 }
 
 const std::vector<PropertyDef>& property_catalog() {
+  // SPEC section 2's order. MultiHeadConsistency and
+  // CrossImplementationAgreement come with the layer and thorough-size work.
   static const std::vector<PropertyDef> catalog = {
-      matches_oracle_property(), row_sums_property(),
-      masked_weights_property(), constant_values_property(),
-      permutation_property(),    variance_property(),
-      empty_rows_property(),
+      matches_oracle_property(),   row_sums_property(),        masked_weights_property(),
+      constant_values_property(),  convex_hull_property(),     permutation_property(),
+      key_translation_property(),  value_linearity_property(), variance_property(),
+      empty_rows_property(),       extreme_scores_property(),  causal_prefix_property(),
+      window_property(),           batch_head_property(),      gqa_property(),
+      layout_property(),           determinism_property(),     gradients_property(),
   };
   return catalog;
 }
@@ -50,30 +55,39 @@ int case_budget(const PropertyDef& prop, const RunConfig& config) {
   return config.profile == "thorough" ? 10 * prop.default_cases : prop.default_cases;
 }
 
+std::optional<std::string> always_applies(const ImplInfo&, DType) { return std::nullopt; }
+
+SkipFn needs_features(Features features, std::string what) {
+  return [features, what](const ImplInfo& info, DType) -> std::optional<std::string> {
+    if (info.has(features)) return std::nullopt;
+    return "the implementation does not declare " + what;
+  };
+}
+
 ForwardResult CaseContext::call(const Problem& p) {
   ForwardResult r;
   try {
     r = impl_.forward(p);
   } catch (const std::exception& e) {
-    fail(p, fmt::format("the implementation threw: {}", e.what()));
+    fail(fmt::format("the implementation threw: {}", e.what()));
   } catch (...) {
-    fail(p, "the implementation threw a non-standard exception");
+    fail("the implementation threw a non-standard exception");
   }
   if (r.status == Status::unsupported) discard("unsupported by the implementation");
   if (r.status == Status::ok) {
     const size_t n_out = static_cast<size_t>(p.batch * p.heads * p.tq * p.dv);
     if (r.out.size() != n_out) {
-      fail(p, fmt::format("out has {} elements, expected {}", r.out.size(), n_out));
+      fail(fmt::format("out has {} elements, expected {}", r.out.size(), n_out));
     }
     if (info().has(ATTNCHECK_FEATURE_WEIGHTS) &&
         r.weights.size() != static_cast<size_t>(p.score_elements())) {
-      fail(p, fmt::format("weights has {} elements, expected {}",
-                          r.weights.size(), p.score_elements()));
+      fail(fmt::format("weights has {} elements, expected {}", r.weights.size(),
+                       p.score_elements()));
     }
     if (info().has(ATTNCHECK_FEATURE_LSE) &&
         r.lse.size() != static_cast<size_t>(p.batch * p.heads * p.tq)) {
-      fail(p, fmt::format("lse has {} elements, expected {}", r.lse.size(),
-                          p.batch * p.heads * p.tq));
+      fail(fmt::format("lse has {} elements, expected {}", r.lse.size(),
+                       p.batch * p.heads * p.tq));
     }
   }
   return r;
@@ -82,37 +96,33 @@ ForwardResult CaseContext::call(const Problem& p) {
 ForwardResult CaseContext::call_ok(const Problem& p) {
   ForwardResult r = call(p);
   if (r.status == Status::error) {
-    fail(p, "reported an error on a problem without empty rows: " + r.error);
+    fail("reported an error on a problem without empty rows: " + r.error);
   }
   return r;
 }
 
 std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
   OracleResult o = oracle(p);
+  if (!o.uncertified.empty()) discard("oracle could not certify a value");
   Tolerances t = tolerances(p, o, info().precision);
   if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
   return {std::move(o), std::move(t)};
 }
 
-void CaseContext::expect(const Problem& p, const Comparison& c,
-                         const std::string& what, nlohmann::json args) {
+void CaseContext::expect(const Comparison& c, const std::string& what) {
   if (c.ok()) {
     passed(c.max_budget_used);
     return;
   }
-  fail(p,
-       fmt::format("{}: {} of {} elements out of tolerance; worst: {}\n{}", what,
-                   c.failed, c.checked, c.worst.describe(), c.describe_failures()),
-       std::move(args));
+  fail(fmt::format("{}: {} of {} elements out of tolerance; worst: {}\n{}", what, c.failed,
+                   c.checked, c.worst.describe(), c.describe_failures()));
 }
 
-void CaseContext::fail(const Problem& p, const std::string& message,
-                       nlohmann::json args) {
+void CaseContext::fail(const std::string& message) {
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
-  failed_problem = p;
+  if (current_) failed_case = *current_;
   failure_message = message;
-  failure_args = std::move(args);
   RC_FAIL(message);
 }
 
@@ -125,6 +135,67 @@ void CaseContext::discard(const std::string& reason) {
 void CaseContext::passed(double budget_used) {
   ++cases;
   max_budget_used = std::max(max_budget_used, budget_used);
+}
+
+void add_pairwise(Comparison& c, const std::string& array, const Problem& p,
+                  const std::vector<double>& expected, const std::vector<double>& got,
+                  const std::vector<double>& tol) {
+  std::vector<double> twice(tol.size());
+  for (size_t k = 0; k < tol.size(); ++k) twice[k] = 2 * tol[k];
+  const int64_t rows = p.batch * p.heads * p.tq;
+  c.add(array, {p.batch, p.heads, p.tq, static_cast<int64_t>(expected.size()) / rows}, got,
+        expected, twice);
+}
+
+void add_bitwise_rows(Comparison& c, const std::string& array, const Problem& p,
+                      const std::vector<double>& expected, const std::vector<double>& got,
+                      const std::function<bool(int64_t, int64_t, int64_t)>& select) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        if (!select(b, h, i)) continue;
+        for (int64_t d = 0; d < p.dv; ++d) {
+          const size_t k = out_index(p, b, h, i, d);
+          c.add_element({array, {b, h, i, d}, expected[k], got[k], 0, 0, 0});
+        }
+      }
+}
+
+void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const ForwardResult& r,
+                                int64_t b, int64_t g, const std::vector<int64_t>& keys,
+                                const std::function<void(Problem&, int64_t)>& change,
+                                const std::string& what) {
+  if (keys.empty()) {
+    ctx.passed(0);
+    return;
+  }
+  Problem changed = p;
+  for (int64_t j : keys) change(changed, j);
+  const ForwardResult r2 = ctx.call_ok(changed);
+  Comparison c;
+  add_bitwise_rows(c, "out (after the change)", p, r.out, r2.out,
+                   [&](int64_t bb, int64_t h, int64_t i) {
+                     if (bb != b || p.kv_head(h) != g) return false;
+                     for (int64_t j : keys)
+                       if (p.allowed(b, h, i, j)) return false;
+                     return true;
+                   });
+  if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !c.ok()) {
+    // Atomic reductions are legitimate: bitwise becomes within tolerance.
+    const auto [o, t] = ctx.reference(p);
+    Comparison tc;
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d) {
+          const size_t k = out_index(p, b, h, i, d);
+          if (p.kv_head(h) != g) continue;
+          tc.add_element({"out (after the change)", {b, h, i, d}, r.out[k], r2.out[k],
+                          0, 2 * t.out[k], 0});
+        }
+    ctx.expect(tc, what);
+    return;
+  }
+  ctx.expect(c, what);
 }
 
 namespace {
@@ -147,16 +218,6 @@ std::string test_id(const PropertyDef& prop, const Implementation& impl, DType d
   return fmt::format("{}/{}/{}", prop.name, impl.info().name, dtype_name(dtype));
 }
 
-PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl,
-                              DType dtype) {
-  PropertyOutcome out;
-  out.property = prop.name;
-  out.impl = impl.info().name;
-  out.kind = impl.info().kind;
-  out.dtype = dtype;
-  return out;
-}
-
 std::string discard_summary(const CaseContext& ctx) {
   std::string s;
   for (const auto& [reason, n] : ctx.discard_reasons) {
@@ -167,9 +228,71 @@ std::string discard_summary(const CaseContext& ctx) {
 
 }  // namespace
 
-PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl,
-                          DType dtype, const RunConfig& config,
-                          const std::function<void(CaseContext&)>& body) {
+PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl,
+                              DType dtype) {
+  PropertyOutcome out;
+  out.property = prop.name;
+  out.impl = impl.info().name;
+  out.kind = impl.info().kind;
+  out.dtype = dtype;
+  return out;
+}
+
+namespace {
+
+// The failure report of SPEC 2 and the fixture, for a failed case.
+void report_failure(const PropertyDef& prop, const Implementation& impl, DType dtype,
+                    const RunConfig& config, const CaseContext& ctx,
+                    const std::string& reproduce, int passing, PropertyOutcome& out) {
+  out.status = PropertyStatus::failed;
+  std::ostringstream report;
+  report << fmt::format("FAILED {} on {} ({})\n", prop.name, impl.info().name,
+                        dtype_name(dtype));
+  report << "  " << ctx.failure_message;
+  if (!ctx.failure_message.ends_with('\n')) report << "\n";
+  if (ctx.failed_case) {
+    const Problem& p = ctx.failed_case->problem;
+    out.counterexample =
+        CounterexampleShape{p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv, p.dtype};
+    report << "  shrunk problem:\n" << describe_problem(p);
+    if (!ctx.failed_case->args.empty()) {
+      report << "    args " << ctx.failed_case->args.dump() << "\n";
+    }
+    if (!config.save_failures_dir.empty()) {
+      Fixture f;
+      f.problem = p;
+      f.args = ctx.failed_case->args;
+      f.meta = {{"property", prop.name},      {"impl", impl.info().name},
+                {"dtype", dtype_name(dtype)}, {"seed", config.seed},
+                {"reproduce", reproduce},     {"attncheck", ATTNCHECK_VERSION}};
+      const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
+                                           impl.info().name, dtype_name(dtype), prop.name);
+      try {
+        save_fixture(path, f);
+        out.fixture = path;
+      } catch (const std::exception& e) {
+        report << "  (fixture not saved: " << e.what() << ")\n";
+      }
+    }
+  }
+  report << "  ";
+  if (passing >= 0) report << fmt::format("after {} passing cases; ", passing);
+  report << fmt::format("seed {}\n", config.seed);
+  if (!reproduce.empty()) {
+    report << fmt::format(
+        "  reproduce: RC_PARAMS=\"{}\" attncheck check --impl {} --property {} --dtype {} "
+        "--seed {}\n",
+        reproduce, impl.info().name, prop.name, dtype_name(dtype), config.seed);
+  }
+  if (out.fixture) {
+    report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay " << *out.fixture
+           << ")\n";
+  }
+  out.message = report.str();
+}
+
+PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
+                          const RunConfig& config, const DrawFn& draw, const JudgeFn& judge) {
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
 
@@ -188,8 +311,13 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl,
   rc::detail::TestListenerAdapter listener;
   std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
   if (std::getenv("RC_PARAMS")) reproduce_map = rc::detail::configuration().reproduce;
-  const auto result = rc::detail::checkProperty(
-      rc::detail::toProperty([&] { body(ctx); }), metadata, params, listener, reproduce_map);
+  const auto testable = [&] {
+    const Case c = draw(ctx);
+    ctx.begin(c);
+    judge(ctx, c);
+  };
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
+                                                params, listener, reproduce_map);
 
   out.cases = ctx.cases;
   out.discarded = ctx.discarded;
@@ -214,44 +342,11 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl,
     out.message = fmt::format("gave up after {} cases: {} discarded ({})", ctx.cases,
                               ctx.discarded, discard_summary(ctx));
   } else if (result.match(failure)) {
-    out.status = PropertyStatus::failed;
     rc::detail::Configuration rc_config;
     rc_config.testParams = params;
     rc_config.reproduce[metadata.id] = failure.reproduce;
-    const std::string reproduce = rc::detail::configToMinimalString(rc_config);
-    std::ostringstream report;
-    report << fmt::format("FAILED {} on {} ({})\n", prop.name, impl.info().name,
-                          dtype_name(dtype));
-    report << "  " << ctx.failure_message;
-    if (!ctx.failure_message.ends_with('\n')) report << "\n";
-    if (ctx.failed_problem) {
-      const Problem& p = *ctx.failed_problem;
-      out.counterexample = CounterexampleShape{p.batch, p.heads, p.kv_heads, p.tq,
-                                               p.tk, p.dk, p.dv, p.dtype};
-      report << "  shrunk problem:\n" << describe_problem(p);
-      if (!config.save_failures_dir.empty()) {
-        Fixture f;
-        f.problem = p;
-        f.args = ctx.failure_args;
-        f.meta = {{"property", prop.name},       {"impl", impl.info().name},
-                  {"dtype", dtype_name(dtype)},  {"seed", config.seed},
-                  {"reproduce", reproduce},      {"attncheck", ATTNCHECK_VERSION}};
-        const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
-                                             impl.info().name, dtype_name(dtype), prop.name);
-        try {
-          save_fixture(path, f);
-          out.fixture = path;
-        } catch (const std::exception& e) {
-          report << "  (fixture not saved: " << e.what() << ")\n";
-        }
-      }
-    }
-    report << fmt::format("  after {} passing cases; seed {}\n", failure.numSuccess, config.seed);
-    report << fmt::format("  reproduce: RC_PARAMS=\"{}\" attncheck check --impl {} --property {} "
-                          "--dtype {} --seed {}\n",
-                          reproduce, impl.info().name, prop.name, dtype_name(dtype), config.seed);
-    if (out.fixture) report << "  fixture: " << *out.fixture << "\n";
-    out.message = report.str();
+    report_failure(prop, impl, dtype, config, ctx, rc::detail::configToMinimalString(rc_config),
+                   failure.numSuccess, out);
   } else {
     result.match(error);
     out.status = PropertyStatus::failed;
@@ -260,12 +355,64 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl,
   return out;
 }
 
-PropertyOutcome run_once(const PropertyDef& prop, const Implementation& impl,
-                         DType dtype,
-                         const std::function<void(PropertyOutcome&)>& body) {
-  PropertyOutcome out = blank_outcome(prop, impl, dtype);
-  body(out);
-  return out;
+}  // namespace
+
+PropertyDef case_property(std::string name, std::string statement, int default_cases,
+                          SkipFn skip, DrawFn draw, JudgeFn judge) {
+  PropertyDef d{std::move(name), std::move(statement), default_cases, std::move(skip), {}, {}};
+  const PropertyDef header{d.name, d.statement, d.default_cases, {}, {}, {}};
+  d.run = [header, draw, judge](const Implementation& impl, DType dtype,
+                                const RunConfig& config) {
+    return run_cases(header, impl, dtype, config, draw, judge);
+  };
+  d.replay = [header, judge](const Implementation& impl, const Fixture& f,
+                             const RunConfig& config) {
+    const DType dtype = f.problem.dtype;
+    PropertyOutcome out = blank_outcome(header, impl, dtype);
+    CaseContext ctx(impl, dtype, config);
+    const Case c{f.problem, f.args};
+    ctx.begin(c);
+    try {
+      judge(ctx, c);
+      out.status = PropertyStatus::passed;
+      out.cases = 1;
+      out.max_budget_used = ctx.max_budget_used;
+      out.message =
+          fmt::format("the fixture's case passes, budget used {:.3g}", ctx.max_budget_used);
+    } catch (const rc::detail::CaseResult& r) {
+      if (r.type == rc::detail::CaseResult::Type::Discard) {
+        out.status = PropertyStatus::unsupported;
+        out.discarded = 1;
+        out.message = "the fixture's case was discarded: " + r.description;
+      } else {
+        RunConfig no_save = config;
+        no_save.save_failures_dir.clear();
+        report_failure(header, impl, dtype, no_save, ctx, "", -1, out);
+      }
+    }
+    return out;
+  };
+  return d;
+}
+
+PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config) {
+  const auto name = fixture.meta.value("property", std::string());
+  const PropertyDef* prop = find_property(name);
+  if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
+  if (!prop->replay) throw InputError(fmt::format("{} has no single case to replay", name));
+  if (!impl.info().supports(fixture.problem.dtype)) {
+    throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
+                                 dtype_name(fixture.problem.dtype)));
+  }
+  try {
+    return prop->replay(impl, fixture, config);
+  } catch (const std::exception& e) {
+    PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
+    out.status = PropertyStatus::failed;
+    out.message = fmt::format("FAILED {} on {}: {}", prop->name, impl.info().name, e.what());
+    return out;
+  }
 }
 
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,

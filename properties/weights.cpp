@@ -9,11 +9,11 @@
 namespace attncheck {
 namespace {
 
-void row_sums(CaseContext& ctx) {
-  const Problem p = *gen::problem(ctx.spec());
+void judge_row_sums(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
   const ForwardResult r = ctx.call_ok(p);
   const auto [o, t] = ctx.reference(p);
-  Comparison c;
+  Comparison cmp;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
       for (int64_t i = 0; i < p.tq; ++i) {
@@ -24,135 +24,96 @@ void row_sums(CaseContext& ctx) {
         for (int64_t j = 0; j < p.tk; ++j) {
           const size_t w = weight_index(p, b, h, i, j);
           const double a = r.weights[w];
-          ElementCheck range;  // 0 <= a_ij <= 1, exactly
-          range.array = "weights (0 <= a <= 1)";
-          range.index = {b, h, i, j};
-          range.got = a;
-          range.expected = std::isnan(a) ? 0.0 : std::clamp(a, 0.0, 1.0);
-          range.tolerance = 0;
-          c.add_element(range);
+          // 0 <= a_ij <= 1, exactly: the distance outside [0, 1] is the error.
+          cmp.add_element({"weights (0 <= a <= 1)", {b, h, i, j},
+                           std::isnan(a) ? 0.0 : std::clamp(a, 0.0, 1.0), a, 0, 0, 0});
           sum += a;
           sum_tol += t.weights[w];
         }
-        ElementCheck e;
-        e.array = "row sum";
-        e.index = {b, h, i};
-        e.expected = 1.0;
-        e.got = static_cast<double>(sum);
-        e.tolerance = sum_tol;
-        c.add_element(e);
+        cmp.add_element({"row sum", {b, h, i}, 1.0, static_cast<double>(sum), 0, sum_tol, 0});
       }
-  ctx.expect(p, c, "weight rows do not sum to one");
+  ctx.expect(cmp, "weight rows do not sum to one");
 }
 
 // Exponent of a power of two that keeps every score finite when it replaces
-// key entries: |scale| * dk * max|q| * 2^e stays 4x below the largest
+// key entries: |scale| * dk * max|q| * 2^e stays 8x below the largest
 // finite value of both the dtype and the accumulation format.
 int big_exponent(const Problem& p, DType accum, double max_abs_q) {
   const double limit = std::min(max_finite(p.dtype), max_finite(accum));
-  const double growth = std::max(1.0, std::fabs(p.scale)) *
-                        static_cast<double>(p.dk) * std::max(1.0, max_abs_q);
+  const double growth =
+      std::max(1.0, std::fabs(p.scale)) * static_cast<double>(p.dk) * std::max(1.0, max_abs_q);
   return std::ilogb(limit) - std::ilogb(growth) - 3;
 }
 
-void masked_weights(CaseContext& ctx) {
+Case draw_masked(CaseContext& ctx) {
   const Problem p = *gen::problem(ctx.spec());
-  const ForwardResult r = ctx.call_ok(p);
-  Comparison c;
-  const bool has_weights = ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i)
-        for (int64_t j = 0; j < p.tk; ++j) {
-          if (!has_weights || p.allowed(b, h, i, j)) continue;
-          ElementCheck e;
-          e.array = "weights (disallowed)";
-          e.index = {b, h, i, j};
-          e.got = r.weights[weight_index(p, b, h, i, j)];
-          e.expected = 0;
-          e.tolerance = 0;
-          c.add_element(e);
-        }
-  if (!c.ok()) ctx.expect(p, c, "disallowed keys have nonzero weight");
+  const int64_t b = *rc::gen::inRange<int64_t>(0, p.batch);
+  const int64_t h = *rc::gen::inRange<int64_t>(0, p.heads);
+  const int64_t i = *rc::gen::inRange<int64_t>(0, p.tq);
+  return {p, {{"row", {b, h, i}}}};
+}
 
+void judge_masked(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const ForwardResult r = ctx.call_ok(p);
+  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
+    Comparison cmp;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            if (!p.allowed(b, h, i, j))
+              cmp.add_element({"weights (disallowed)", {b, h, i, j}, 0.0,
+                               r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
+    if (!cmp.ok()) ctx.expect(cmp, "disallowed keys have nonzero weight");
+  }
   // Replace K and V at the keys one row may not see with huge values (NaN
   // under --strict); every row that sees none of them must be bitwise equal.
-  const int64_t b0 = *rc::gen::inRange<int64_t>(0, p.batch);
-  const int64_t h0 = *rc::gen::inRange<int64_t>(0, p.heads);
-  const int64_t i0 = *rc::gen::inRange<int64_t>(0, p.tq);
-  const int64_t g0 = p.kv_head(h0);
+  const auto row = c.args.at("row").get<std::vector<int64_t>>();
+  const int64_t b0 = row.at(0), h0 = row.at(1), i0 = row.at(2), g0 = p.kv_head(h0);
   std::vector<int64_t> keys;
   for (int64_t j = 0; j < p.tk; ++j)
     if (!p.allowed(b0, h0, i0, j)) keys.push_back(j);
-  if (keys.empty()) {
-    ctx.passed(0);
-    return;
-  }
   double max_abs_q = 0;
   for (int64_t h = 0; h < p.heads; ++h)
     for (int64_t i = 0; i < p.tq; ++i)
       for (int64_t d = 0; d < p.dk; ++d) max_abs_q = std::max(max_abs_q, std::fabs(p.q.at(b0, h, i, d)));
   const double big_k = std::ldexp(1.0, big_exponent(p, ctx.info().precision.accum, max_abs_q));
   // Values only meet weights in [0, 1] and sums of tk terms.
-  const double big_v = std::ldexp(1.0, std::ilogb(max_finite(p.dtype)) - 2 - std::ilogb(static_cast<double>(p.tk)));
+  const double big_v = std::ldexp(
+      1.0, std::ilogb(max_finite(p.dtype)) - 2 - std::ilogb(static_cast<double>(p.tk)));
   const bool strict = ctx.config().strict;
-  Problem changed = p;
-  for (int64_t j : keys) {
-    // The sign of q_i0 makes the replaced score large and positive for the
-    // row itself: a max taken over masked keys shows.
-    for (int64_t d = 0; d < p.dk; ++d) {
-      changed.k.at(b0, g0, j, d) = strict ? NAN : std::copysign(big_k, p.q.at(b0, h0, i0, d));
-    }
-    for (int64_t d = 0; d < p.dv; ++d) changed.v.at(b0, g0, j, d) = strict ? NAN : big_v;
-  }
-  const ForwardResult r2 = ctx.call_ok(changed);
-  Comparison unchanged;
-  for (int64_t h = 0; h < p.heads; ++h) {
-    if (p.kv_head(h) != g0) continue;
-    for (int64_t i = 0; i < p.tq; ++i) {
-      bool sees_changed = false;
-      for (int64_t j : keys) sees_changed = sees_changed || p.allowed(b0, h, i, j);
-      if (sees_changed) continue;
-      for (int64_t d = 0; d < p.dv; ++d) {
-        ElementCheck e;
-        e.array = "out (after changing K/V at disallowed keys)";
-        e.index = {b0, h, i, d};
-        e.expected = r.out[out_index(p, b0, h, i, d)];
-        e.got = r2.out[out_index(p, b0, h, i, d)];
-        e.tolerance = 0;  // bitwise: +0 and -0 compare equal
-        unchanged.add_element(e);
-      }
-    }
-  }
-  ctx.expect(p, unchanged, "K/V at disallowed keys change the output",
-             {{"row", {b0, h0, i0}},
-              {"changed_keys", keys},
-              {"k_value", strict ? "nan" : nlohmann::json(big_k)},
-              {"v_value", strict ? "nan" : nlohmann::json(big_v)}});
+  expect_unseen_keys_ignored(
+      ctx, p, r, b0, g0, keys,
+      [&](Problem& q, int64_t j) {
+        // The sign of q_i0 makes the replaced score large and positive for
+        // the row itself: a max taken over masked keys shows.
+        for (int64_t d = 0; d < p.dk; ++d)
+          q.k.at(b0, g0, j, d) = strict ? NAN : std::copysign(big_k, p.q.at(b0, h0, i0, d));
+        for (int64_t d = 0; d < p.dv; ++d) q.v.at(b0, g0, j, d) = strict ? NAN : big_v;
+      },
+      fmt::format("K/V at keys disallowed for row [{}, {}, {}] (set to {} / {}) change the "
+                  "output of rows that cannot see them",
+                  b0, h0, i0, strict ? "NaN" : fmt::format("{}", big_k),
+                  strict ? "NaN" : fmt::format("{}", big_v)));
 }
 
 }  // namespace
 
 PropertyDef row_sums_property() {
-  PropertyDef d{"RowSumsToOne",
-                "every non-empty row: 0 <= a_ij <= 1 and sum_j a_ij = 1 within the sum of "
-                "the weights' tolerances",
-                100, [](const ImplInfo& info, DType) { return needs_weights(info); }, {}};
-  d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
-    return run_cases(d, impl, dtype, config, row_sums);
-  };
-  return d;
+  return case_property(
+      "RowSumsToOne",
+      "every non-empty row: 0 <= a_ij <= 1 and sum_j a_ij = 1 within the sum of the "
+      "weights' tolerances",
+      100, [](const ImplInfo& info, DType) { return needs_weights(info); },
+      [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; }, judge_row_sums);
 }
 
 PropertyDef masked_weights_property() {
-  PropertyDef d{"MaskedWeightsAreZero",
-                "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
-                "output bitwise unchanged",
-                100, [](const ImplInfo&, DType) { return std::optional<std::string>(); }, {}};
-  d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
-    return run_cases(d, impl, dtype, config, masked_weights);
-  };
-  return d;
+  return case_property("MaskedWeightsAreZero",
+                       "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
+                       "output bitwise unchanged",
+                       100, always_applies, draw_masked, judge_masked);
 }
 
 }  // namespace attncheck

@@ -83,7 +83,8 @@ contains out.txt "seed 20260101" "the seed is printed"
 contains out.txt "^passed *loop_f64 *f64 *MatchesOracle" "loop_f64 checked"
 contains out.txt "^passed *batched_f32 *f32 *EmptyRowsAreRejected" "batched_f32 checked"
 contains out.txt "^passed *loop_zero_f64" "loop_zero_f64 checked"
-contains out.txt "35 passed, 0 failed" "five implementations times seven properties"
+contains out.txt "^[0-9]* passed, 0 failed" "nothing fails"
+contains out.txt "^largest budget used by a passing case: loop_f64" "per-implementation budget"
 contains report.json '"format": "attncheck-report-1"' "report format"
 contains report.json '"max_budget_used"' "report has budgets"
 contains report.json '"counterexample": null' "passing results have no counterexample"
@@ -102,6 +103,35 @@ ATTNCHECK_SEED=42 expect 0 "seed from the environment" -- check --impl loop_f64 
 contains out.txt "seed 42" "ATTNCHECK_SEED is used"
 expect 0 "a dtype the implementation lacks is skipped" -- check --impl loop_f64 --dtype f32
 contains out.txt "^skipped *loop_f64 *f32" "skipped with a reason"
+
+expect 0 "replay of a regression fixture" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json"
+contains out.txt "^passed *loop_zero_f64" "the fixture names its implementation"
+expect 1 "replay against a broken implementation" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json" --impl broken_f64_in_f32
+contains out.txt "FAILED MatchesOracle on broken_f64_in_f32" "replay reports the failure"
+expect 1 "replay of a saved counterexample reproduces it" -- replay fails/broken_softmax_query_axis-f64-MatchesOracle.json
+usage_error "replay of a missing file" "nope.json: cannot open" -- replay nope.json
+usage_error "replay with an unknown implementation" "unknown implementation" -- replay fails/broken_softmax_query_axis-f64-MatchesOracle.json --impl nope
+
+for k in 1 2 3; do
+  expect 1 "shard $k/3" -- check --impl broken_unscaled --shard $k/3 --report shard$k.json
+done
+usage_error "bad shard" "--shard" -- check --shard 4/3
+expect 1 "merge-reports" -- merge-reports merged.json shard1.json shard2.json shard3.json
+all=$("$bin" check --impl broken_unscaled --report all.json | grep -c '^\(passed\|failed\|skipped\)')
+checks=$((checks + 1))
+if [[ $(grep -c '"property"' merged.json) -ne $all ]]; then
+  echo "FAIL: merged shards hold $(grep -c '"property"' merged.json) results, a whole run $all"
+  failures=$((failures + 1))
+fi
+usage_error "merge of a non-report" "field 'format'" -- merge-reports m.json "$src/fixtures/seed_exercise1.json"
+
+mkdir -p project/fixtures
+echo '[{"impl": "broken_unscaled", "property": "ScaledScoreVarianceNearOne", "reason": "test"}]' >project/fixtures/expected-failures.json
+(cd project && expect 0 "an expected failure is xfail" -- check --impl broken_unscaled --property ScaledScoreVarianceNearOne)
+contains project/out.txt "^xfail *broken_unscaled" "xfail status"
+echo '[{"impl": "loop_f64", "property": "RowSumsToOne", "reason": "test"}]' >project/fixtures/expected-failures.json
+(cd project && expect 1 "an expected failure that passes is xpass" -- check --impl loop_f64 --property RowSumsToOne)
+contains project/out.txt "^xpass *loop_f64" "xpass status"
 
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -521,11 +522,31 @@ TEST(Fixture, OracleJsonOfEmptyRowsAndGradients) {
   EXPECT_EQ(j["empty_rows"],
             json({{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}}));
   for (const auto& x : j["out"]) EXPECT_EQ(x.get<double>(), 0.0);
+  // Empty rows contribute nothing to any gradient: all exactly zero.
   for (const char* key : {"dq", "dk", "dv"}) {
     ASSERT_TRUE(j.contains(key)) << key;
-    EXPECT_TRUE(j[key].is_null()) << key;
+    ASSERT_TRUE(j[key].is_array()) << key;
+    EXPECT_EQ(j[key].size(), std::string_view(key) == "dv" ? 4u : 8u) << key;
+    for (const auto& x : j[key]) EXPECT_EQ(x.get<double>(), 0.0) << key;
   }
-  EXPECT_TRUE(j["note"].is_string());
+  EXPECT_FALSE(j.contains("note"));
+}
+
+TEST(Fixture, OracleJsonHasTheGradientsAndTheUncertifiedList) {
+  Problem p = problem_from_json(minimal_json(), "minimal.json");
+  p.dout = {1.0, -2.0, 0.5, 3.0};
+  OracleResult r = oracle(p);
+  r.uncertified.push_back({"dk", {0, 1, 0, 1}});
+  const json j = json::parse(oracle_to_json(p, r).dump());
+  for (const char* key : {"dq", "dk", "dv"}) ASSERT_TRUE(j[key].is_array());
+  ASSERT_EQ(j["dq"].size(), r.dq.size());
+  for (size_t i = 0; i < r.dq.size(); ++i)
+    EXPECT_EQ(j["dq"][i].get<double>(), r.dq[i]);
+  ASSERT_EQ(j["dk"].size(), r.dk.size());
+  ASSERT_EQ(j["dv"].size(), r.dv.size());
+  for (size_t i = 0; i < r.dv.size(); ++i)
+    EXPECT_EQ(j["dv"][i].get<double>(), r.dv[i]);
+  EXPECT_EQ(j["uncertified"], json::parse(R"([["dk", 0, 1, 0, 1]])"));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tests of the high-precision oracle: the worked exercise, exactly
-// computable cases, and every feature of SPEC section 1 against a naive
-// double computation written independently here.
+// computable cases, every feature of SPEC section 1 against a naive double
+// computation and (bit-exactly) against a straightforward ~530-bit MPFR
+// computation written independently here, gradients against finite
+// differences, extreme inputs, and the exactly rational cases.
 
 #include "attncheck/oracle.h"
 
@@ -8,9 +10,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include <boost/multiprecision/mpfr.hpp>
 #include <gtest/gtest.h>
+#include <mpfr.h>
 
 namespace attncheck {
 namespace {
@@ -510,6 +515,398 @@ TEST(Oracle, AbsDotIsTheScaledSumOfAbsoluteProducts) {
   const OracleResult r = oracle(p);
   EXPECT_EQ(r.abs_dot[0], 0.5 * (4 + 10 + 18));
   EXPECT_EQ(r.scores[0], -0.5 * (-4 - 10 + 18));
+}
+
+// L = sum dO * out, from the oracle's (rounded) forward output.
+long double loss(const Problem& p) {
+  const OracleResult r = oracle(p);
+  long double l = 0;
+  for (size_t i = 0; i < r.out.size(); ++i)
+    l += static_cast<long double>(p.dout[i]) * r.out[i];
+  return l;
+}
+
+// Checks dL/dx of every element of q, k and v against a central difference
+// of the oracle's forward. With a step near 2^-16 the truncation error is
+// about 1e-10 and the rounding of the outputs contributes about 1e-11, so
+// 1e-6 relative leaves a wide margin yet catches any wrong term.
+void expect_gradients_match_finite_differences(const Problem& p0) {
+  Problem p = p0;
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> u(-1, 1);
+  p.dout.resize(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv));
+  for (double& x : p.dout) x = u(rng);
+  const OracleResult r = oracle(p);
+  ASSERT_EQ(r.dq.size(), static_cast<size_t>(p.batch * p.heads * p.tq * p.dk));
+  ASSERT_EQ(r.dk.size(),
+            static_cast<size_t>(p.batch * p.kv_heads * p.tk * p.dk));
+  ASSERT_EQ(r.dv.size(),
+            static_cast<size_t>(p.batch * p.kv_heads * p.tk * p.dv));
+  const std::pair<Tensor*, const std::vector<double>*> arrays[] = {
+      {&p.q, &r.dq}, {&p.k, &r.dk}, {&p.v, &r.dv}};
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int a = 0; a < 3; ++a) {
+    auto [t, grad] = arrays[a];
+    ASSERT_EQ(t->data.size(), grad->size());  // contiguous problems only
+    for (size_t e = 0; e < t->data.size(); ++e) {
+      const double x = t->data[e];
+      const double h = std::ldexp(1.0, -16) * std::max(1.0, std::fabs(x));
+      t->data[e] = x + h;
+      const double up = t->data[e];
+      const long double lu = loss(p);
+      t->data[e] = x - h;
+      const double down = t->data[e];
+      const long double ld = loss(p);
+      t->data[e] = x;
+      const double fd = static_cast<double>((lu - ld) / (up - down));
+      EXPECT_NEAR((*grad)[e], fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+          << names[a] << "[" << e << "]";
+    }
+  }
+}
+
+TEST(OracleGradients, MatchFiniteDifferencesWithoutFeatures) {
+  expect_gradients_match_finite_differences(
+      random_problem(200, 1, 2, 2, 3, 4, 3, 2));
+}
+
+TEST(OracleGradients, MatchFiniteDifferencesUnderGroupedQueryAttention) {
+  // Four query heads on two K/V heads: dK and dV sum over each group.
+  expect_gradients_match_finite_differences(
+      random_problem(201, 2, 4, 2, 2, 3, 2, 3));
+}
+
+TEST(OracleGradients, MatchFiniteDifferencesWithSoftcapAndBias) {
+  Problem p = random_problem(202, 1, 2, 1, 3, 4, 3, 2);
+  for (double& x : p.q.data) x *= 3;  // scores near and past the cap
+  p.softcap = 1.75;
+  Broadcast<double> bias;
+  bias.heads = 2;
+  bias.data.resize(2 * 3 * 4);
+  std::mt19937_64 rng(2020);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (double& x : bias.data) x = u(rng);
+  p.bias = bias;
+  p.scale = 0.8;
+  expect_gradients_match_finite_differences(p);
+}
+
+TEST(OracleGradients, MatchFiniteDifferencesWithMasksAndEmptyRows) {
+  Problem p = random_problem(203, 2, 2, 1, 4, 4, 2, 2);
+  p.causal = true;
+  p.align = Align::bottom_right;
+  p.window_left = 1;
+  p.key_valid = {1, 0, 1, 1, 1, 1, 1, 0};
+  Broadcast<uint8_t> m;
+  m.data = {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1};
+  p.mask = m;
+  expect_gradients_match_finite_differences(p);
+  // Batch 1 with no valid key: its rows are empty and give zero gradients.
+  p.key_valid = {1, 1, 1, 1, 0, 0, 0, 0};
+  p.dout.assign(2 * 2 * 4 * 2, 1.0);
+  const OracleResult r = oracle(p);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t c = 0; c < 2; ++c)
+        EXPECT_EQ(r.dq[static_cast<size_t>(((8 + h * 4) + i) * 2 + c)], 0.0);
+  for (size_t e = 8; e < 16; ++e) {
+    EXPECT_EQ(r.dk[e], 0.0);
+    EXPECT_EQ(r.dv[e], 0.0);
+  }
+}
+
+TEST(OracleGradients, HandComputableCaseIsExact) {
+  // q = 0 gives equal scores: a = [1/2, 1/2]. With k = [1], [3], v = [2],
+  // [6], dO = [1], scale 1: dA = [2, 6], dS = a (dA - 4) = [-1, 1],
+  // dQ = -1 * 1 + 1 * 3 = 2, dK = dS q = 0, dV = a dO = 1/2.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 2, 1, 1);
+  p.scale = 1.0;
+  p.k.data = {1, 3};
+  p.v.data = {2, 6};
+  p.dout = {1};
+  const OracleResult r = oracle(p);
+  EXPECT_EQ(r.dq, (std::vector<double>{2.0}));
+  EXPECT_EQ(r.dk, (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(r.dv, (std::vector<double>{0.5, 0.5}));
+  // One allowed key: a = 1, so dS = 0, dQ = dK = 0 and dV = dO there.
+  Problem one = random_problem(204, 1, 1, 1, 2, 3, 2, 2);
+  one.key_valid = {0, 1, 0};
+  one.dout = {0.25, -1.5, 3.0, 0.125};
+  const OracleResult o = oracle(one);
+  for (double x : o.dq) EXPECT_EQ(x, 0.0);
+  for (double x : o.dk) EXPECT_EQ(x, 0.0);
+  EXPECT_EQ(o.dv, (std::vector<double>{0, 0, 3.25, -1.375, 0, 0}));
+}
+
+// An independent, straightforward reference at about 530 bits: every
+// quantity of SPEC section 1 computed in MPFR and rounded to nearest once.
+// Its own error is near 2^-500 relative, so on these problems it is the
+// correctly rounded result unless a value lies within that of a midpoint.
+using Big = boost::multiprecision::number<
+    boost::multiprecision::mpfr_float_backend<160>,
+    boost::multiprecision::et_off>;
+
+double round_big(const Big& x) {
+  return mpfr_get_d(x.backend().data(), MPFR_RNDN);
+}
+
+struct Reference {
+  std::vector<double> out, weights, lse, dq, dk, dv;
+};
+
+Reference reference(const Problem& p) {
+  Reference r;
+  const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
+  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
+  r.weights.assign(rows * static_cast<size_t>(p.tk), 0.0);
+  r.lse.assign(rows, -kInf);
+  const bool grads = !p.dout.empty();
+  const auto nk = static_cast<size_t>(p.batch * p.kv_heads * p.tk);
+  std::vector<Big> dk(nk * static_cast<size_t>(p.dk)),
+      dv(nk * static_cast<size_t>(p.dv));
+  if (grads) r.dq.assign(rows * static_cast<size_t>(p.dk), 0.0);
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = h / group;
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        std::vector<Big> s(static_cast<size_t>(p.tk)),
+            th(static_cast<size_t>(p.tk)), a(static_cast<size_t>(p.tk));
+        std::vector<bool> ok(static_cast<size_t>(p.tk));
+        Big m;
+        bool any = false;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          Big dot = 0;
+          for (int64_t c = 0; c < p.dk; ++c)
+            dot += Big(p.q.at(b, h, i, c)) * Big(p.k.at(b, g, j, c));
+          Big x = Big(p.scale) * dot;
+          if (p.softcap > 0) {
+            th[j] = tanh(x / Big(p.softcap));
+            x = Big(p.softcap) * th[j];
+          }
+          x += Big(p.bias_at(b, h, i, j));
+          s[j] = x;
+          ok[j] = p.allowed(b, h, i, j);
+          if (ok[j] && (!any || x > m)) m = x;
+          any = any || ok[j];
+        }
+        if (!any) continue;
+        Big l = 0;
+        for (int64_t j = 0; j < p.tk; ++j)
+          if (ok[j]) l += exp(s[j] - m);
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!ok[j]) continue;
+          a[j] = exp(s[j] - m) / l;
+          r.weights[weight_index(p, b, h, i, j)] = round_big(a[j]);
+        }
+        for (int64_t d = 0; d < p.dv; ++d) {
+          Big o = 0;
+          for (int64_t j = 0; j < p.tk; ++j)
+            if (ok[j]) o += a[j] * Big(p.v.at(b, g, j, d));
+          r.out[out_index(p, b, h, i, d)] = round_big(o);
+        }
+        r.lse[row] = round_big(m + log(l));
+        if (!grads) continue;
+        std::vector<Big> dt(static_cast<size_t>(p.tk));
+        Big sum = 0;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!ok[j]) continue;
+          for (int64_t d = 0; d < p.dv; ++d)
+            dt[j] += Big(p.dout[out_index(p, b, h, i, d)]) *
+                     Big(p.v.at(b, g, j, d));
+          sum += a[j] * dt[j];
+        }
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!ok[j]) continue;
+          dt[j] = a[j] * (dt[j] - sum);
+          if (p.softcap > 0) dt[j] *= 1 - th[j] * th[j];
+        }
+        for (int64_t c = 0; c < p.dk; ++c) {
+          Big x = 0;
+          for (int64_t j = 0; j < p.tk; ++j)
+            if (ok[j]) x += dt[j] * Big(p.k.at(b, g, j, c));
+          r.dq[row * static_cast<size_t>(p.dk) + static_cast<size_t>(c)] =
+              round_big(Big(p.scale) * x);
+        }
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!ok[j]) continue;
+          const size_t kv = static_cast<size_t>((b * p.kv_heads + g) * p.tk + j);
+          for (int64_t c = 0; c < p.dk; ++c)
+            dk[kv * static_cast<size_t>(p.dk) + static_cast<size_t>(c)] +=
+                Big(p.scale) * dt[j] * Big(p.q.at(b, h, i, c));
+          for (int64_t d = 0; d < p.dv; ++d)
+            dv[kv * static_cast<size_t>(p.dv) + static_cast<size_t>(d)] +=
+                a[j] * Big(p.dout[out_index(p, b, h, i, d)]);
+        }
+      }
+    }
+  }
+  if (grads) {
+    for (const Big& x : dk) r.dk.push_back(round_big(x));
+    for (const Big& x : dv) r.dv.push_back(round_big(x));
+  }
+  return r;
+}
+
+void expect_same_doubles(const std::vector<double>& got,
+                         const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    // Bitwise in value: +0 equals -0.
+    EXPECT_TRUE(got[i] == want[i]) << what << "[" << i << "] = " << got[i]
+                                   << ", reference " << want[i];
+  }
+}
+
+// Bit-exact agreement with the reference, and nothing uncertified.
+void expect_matches_reference(const Problem& p) {
+  p.validate();
+  const OracleResult r = oracle(p);
+  const Reference want = reference(p);
+  expect_same_doubles(r.out, want.out, "out");
+  expect_same_doubles(r.weights, want.weights, "weights");
+  expect_same_doubles(r.lse, want.lse, "lse");
+  expect_same_doubles(r.dq, want.dq, "dq");
+  expect_same_doubles(r.dk, want.dk, "dk");
+  expect_same_doubles(r.dv, want.dv, "dv");
+  EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+}
+
+std::vector<double> random_values(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<double> out(n);
+  for (double& x : out) x = u(rng);
+  return out;
+}
+
+// Random problems of every feature, shaped like the property suite's (up
+// to 3x3 heads, T <= 8, d <= 5), with gradients.
+TEST(OracleReference, RandomProblemsOfEveryFeatureAreBitExact) {
+  std::mt19937_64 rng(2024);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const int64_t kv = pick(1, 3), heads = kv * pick(1, 3 / kv);
+    Problem p = random_problem(300 + seed, pick(1, 2), heads, kv, pick(1, 8),
+                               pick(1, 8), pick(1, 5), pick(1, 5));
+    const int64_t feature = static_cast<int64_t>(seed % 6);
+    if (feature == 1 || feature == 5) {
+      p.key_valid = random_flags(seed, static_cast<size_t>(p.batch * p.tk), 0.7);
+    }
+    if (feature == 2 || feature == 5) {
+      p.causal = true;
+      p.align = seed % 4 < 2 ? Align::top_left : Align::bottom_right;
+      p.window_left = pick(-1, 3);
+    }
+    if (feature == 3 || feature == 5) {
+      Broadcast<uint8_t> m;
+      m.heads = p.heads;
+      m.data = random_flags(seed + 7, static_cast<size_t>(p.heads * p.tq * p.tk), 0.7);
+      p.mask = m;
+      Broadcast<double> bias;
+      bias.batch = p.batch;
+      bias.data = random_values(seed + 8, static_cast<size_t>(p.batch * p.tq * p.tk));
+      p.bias = bias;
+    }
+    if (feature == 4 || feature == 5) p.softcap = 0.5 + static_cast<double>(seed % 3);
+    if (seed % 5 == 0) {
+      // All-equal scores: q = 0 (the generator's all-equal regime).
+      for (double& x : p.q.data) x = 0;
+    }
+    p.dout = random_values(seed + 9, static_cast<size_t>(p.batch * p.heads * p.tq * p.dv));
+    SCOPED_TRACE(seed);
+    expect_matches_reference(p);
+  }
+}
+
+TEST(OracleReference, ExtremeInputsAreBitExact) {
+  // Scores past 700: exp(s) overflows a double, exp(s - m) does not.
+  Problem big = random_problem(400, 1, 1, 1, 2, 3, 2, 2);
+  big.scale = 1.0;
+  big.q.data = {800, 1, -710, 3};
+  big.k.data = {1, 0.5, 0.75, 1, 1.25, -2};
+  big.dout = {1, -1, 0.5, 2};
+  expect_matches_reference(big);
+  // Subnormal and tiny values: products far below the smallest double.
+  Problem tiny = random_problem(401, 1, 1, 1, 2, 2, 2, 2);
+  tiny.q.data = {1e-310, 3e-200, -4e-320, 1};
+  tiny.k.data = {5e-300, 1, 2e-310, -1e-200};
+  tiny.v.data = {1e-310, 2, -3e-320, 5e-324};
+  expect_matches_reference(tiny);
+  // Huge values: dot products beyond the double range (the lse rounds to
+  // infinity, correctly), and huge values in V.
+  Problem huge = random_problem(402, 1, 1, 1, 2, 3, 2, 1);
+  huge.scale = 1.0;
+  huge.q.data = {1e200, 1e150, -1e-100, 1e-120};
+  huge.k.data = {1e150, 1, 1e149, 2, -3e150, 1};
+  huge.v.data = {1e300, -1e300, 1e-300};
+  expect_matches_reference(huge);
+  EXPECT_EQ(oracle(huge).lse[0], kInf);
+}
+
+TEST(OracleReference, LongRowOf4096KeysIsBitExact) {
+  Problem p = random_problem(403, 1, 1, 1, 1, 4096, 2, 1);
+  for (double& x : p.q.data) x *= 4;
+  expect_matches_reference(p);
+}
+
+TEST(OracleReference, WorkedExampleIsCertified) {
+  const OracleResult r = oracle(exercise1());
+  EXPECT_TRUE(r.uncertified.empty());
+  expect_matches_reference(exercise1());
+}
+
+TEST(OracleRational, MeanAtAMidpointIsRoundedToEvenAndCertified) {
+  // Equal scores: o = (1 + (1 + 2^-52)) / 2 = 1 + 2^-53, exactly the
+  // midpoint between 1 and 1 + 2^-52; ties to even give 1.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 2, 1, 1);
+  p.k.data = {0.5, -3};  // q = 0: both scores 0
+  p.v.data = {1, 1 + 0x1p-52};
+  p.dout = {3};
+  const OracleResult r = oracle(p);
+  EXPECT_EQ(r.out[0], 1.0);
+  EXPECT_EQ(r.weights[0], 0.5);
+  EXPECT_TRUE(r.uncertified.empty());
+  // The other way round: 1 + 3 * 2^-53 between 1 + 2^-52 and 1 + 2^-51
+  // goes to the even 1 + 2^-51.
+  p.v.data = {1 + 0x1p-52, 1 + 0x1p-51};
+  EXPECT_EQ(oracle(p).out[0], 1 + 0x1p-51);
+  // Three equal scores: weights 1/3, and a mean that is representable.
+  Problem three = Problem::zeros(DType::f64, 1, 1, 1, 1, 3, 1, 1);
+  three.v.data = {1, 2, 6};
+  const OracleResult t = oracle(three);
+  EXPECT_EQ(t.out[0], 3.0);
+  EXPECT_EQ(t.weights[1], 1.0 / 3.0);
+  EXPECT_TRUE(t.uncertified.empty());
+}
+
+TEST(OracleRational, EqualClassMeansAtAMidpointAreCertified) {
+  // Scores 0, 0, 1, 1: each class of equal scores has mean 1 + 2^-53, so
+  // o is that midpoint exactly although the weights are transcendental.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 4, 1, 1);
+  p.scale = 1.0;
+  p.q.data = {1};
+  p.k.data = {0, 0, 1, 1};
+  p.v.data = {1, 1 + 0x1p-52, 1 + 0x1p-52, 1};
+  const OracleResult r = oracle(p);
+  EXPECT_EQ(r.out[0], 1.0);
+  EXPECT_TRUE(r.uncertified.empty());
+}
+
+TEST(OracleRational, SingleAllowedKeyIsExact) {
+  // lse = s exactly, a score whose exact value needs more than 53 bits.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 2, 2, 1);
+  p.scale = 1.0;
+  p.q.data = {1 + 0x1p-52, 1};
+  p.k.data = {1 + 0x1p-52, 0x1p-54, 5, 5};
+  p.key_valid = {1, 0};
+  const OracleResult r = oracle(p);
+  EXPECT_EQ(r.weights[0], 1.0);
+  EXPECT_TRUE(r.uncertified.empty());
+  expect_matches_reference(p);
 }
 
 }  // namespace

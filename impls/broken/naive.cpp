@@ -45,8 +45,25 @@ SliceSoftmax correct_softmax() {
                     std::span<double> a) { return stable_softmax(s, ok, a); });
 }
 
+bool allowed_except(const Problem& p, Constraint dropped, int64_t b, int64_t h,
+                    int64_t i, int64_t j) {
+  const int64_t pos = p.position(i);
+  if (dropped != Constraint::key_valid && !p.key_valid.empty() &&
+      !p.key_valid[static_cast<size_t>(b * p.tk + j)])
+    return false;
+  if (dropped != Constraint::causal && p.causal && j > pos) return false;
+  if (dropped != Constraint::window &&
+      ((p.window_left >= 0 && j < pos - p.window_left) ||
+       (p.window_right >= 0 && j > pos + p.window_right)))
+    return false;
+  if (dropped != Constraint::mask && p.mask &&
+      !p.mask->at(b, h, i, j, p.tq, p.tk))
+    return false;
+  return true;
+}
+
 ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
-                            const SliceSoftmax& softmax) {
+                            const SliceSoftmax& softmax, const KeyRule& rule) {
   if (reject_empty) {
     if (auto message = first_empty_row_error(p)) {
       return ForwardResult::failure(*message);
@@ -75,7 +92,7 @@ ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
           if (p.bias) t += p.bias_at(b, h, i, j);
           const auto at = static_cast<size_t>(i * p.tk + j);
           sc.s[at] = t;
-          sc.ok[at] = p.allowed(b, h, i, j) ? 1 : 0;
+          sc.ok[at] = (rule ? rule(b, h, i, j) : p.allowed(b, h, i, j)) ? 1 : 0;
         }
       }
       const SliceWeights w = softmax(sc);

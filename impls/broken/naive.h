@@ -51,14 +51,32 @@ double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
 /// The correct softmax as a slice softmax, for bugs outside the softmax.
 SliceSoftmax correct_softmax();
 
+/// Whether key j is allowed for query i of slice (b, h): Problem::allowed,
+/// or a bug's version of it.
+using KeyRule =
+    std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)>;
+
+/// One of the constraints Problem::allowed AND-s (SPEC section 1).
+enum class Constraint { key_valid, causal, window, mask };
+
+/// Problem::allowed without `dropped`: the other constraints, for a key rule
+/// that replaces one constraint with its buggy version.
+bool allowed_except(const Problem& p, Constraint dropped, int64_t b, int64_t h,
+                    int64_t i, int64_t j);
+
 /// Runs the naive computation with `softmax` as its softmax step and
 /// `scale` instead of p.scale: scores as the loop kernel computes them in
 /// double, then out_i = sum_j a_ij v_j over every key whose weight is
 /// nonzero (so a bug that gives masked keys weight shows in the output, and
-/// NaN weights make NaN outputs). With `reject_empty`, a problem with an
-/// empty row gets the error of an `error`-policy implementation first.
+/// NaN weights make NaN outputs). `softmax` is called once per (b, h) slice
+/// in b-major order. The allowed flags come from `rule`, Problem::allowed
+/// when it is empty. With `reject_empty`, a problem with an empty row (by
+/// Problem::allowed, as a correct front end checks) gets the error of an
+/// `error`-policy implementation first; a row that only `rule` empties
+/// reaches `softmax` with no allowed key.
 ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
-                            const SliceSoftmax& softmax);
+                            const SliceSoftmax& softmax,
+                            const KeyRule& rule = {});
 
 /// Declaration of a broken implementation: f64 with loop_f64's traits,
 /// `features` and `empty_rows` as given.

@@ -1,6 +1,9 @@
 #pragma once
-// The high-precision reference (SPEC section 1), computed with
-// Boost.Multiprecision over MPFR and rounded to the nearest double.
+// The high-precision reference (SPEC section 1): every reported double is
+// proven to be the correctly rounded value of the exact result (double-double
+// with rigorous error bounds, then MPFR interval arithmetic from exact
+// scores at 128-2400 bits, exact rational cases), or listed as uncertified.
+// The argument is in oracle/oracle.cpp, fast.cpp and exact.cpp.
 
 #include <array>
 #include <cstdint>
@@ -45,8 +48,10 @@ struct OracleResult {
 /// enough for long rows).
 inline constexpr unsigned kOracleBits = 128;
 
-/// Computes the exact result of `p` at kOracleBits (or more), each value
-/// rounded to the nearest double. Empty rows are flagged, never an error.
+/// Computes the exact result of `p`, each of out, weights, lse (and dq, dk,
+/// dv when p.dout is set) correctly rounded to nearest, or listed in
+/// `uncertified`. Empty rows are flagged, never an error; they contribute
+/// nothing to the gradients.
 OracleResult oracle(const Problem& p);
 
 }  // namespace attncheck

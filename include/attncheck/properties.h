@@ -13,6 +13,8 @@
 
 namespace attncheck {
 
+struct Fixture;
+
 /// Verdict of one (implementation, dtype, property) run (SPEC 5.2).
 enum class PropertyStatus { passed, failed, xfail, xpass, skipped, unsupported, not_run };
 
@@ -59,6 +61,9 @@ struct PropertyDef {
   std::function<std::optional<std::string>(const ImplInfo&, DType)> skip_reason;
   /// Runs the property (only called when skip_reason gives nullopt).
   std::function<PropertyOutcome(const Implementation&, DType, const RunConfig&)> run;
+  /// Judges a saved fixture's case again (empty for statistical properties,
+  /// which have no single case).
+  std::function<PropertyOutcome(const Implementation&, const Fixture&, const RunConfig&)> replay;
 };
 
 /// The catalog, in the order of SPEC section 2.
@@ -71,6 +76,12 @@ const PropertyDef* find_property(std::string_view name);
 /// Never throws for a misbehaving implementation: its exceptions are failures.
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config);
+
+/// Judges a fixture's case again with the property and implementation it
+/// names (or `impl` when given). Throws InputError for an unknown property
+/// or implementation, or a property without replay.
+PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config);
 
 /// Seed used when neither --seed nor ATTNCHECK_SEED is given.
 inline constexpr uint64_t kDefaultSeed = 20260101;

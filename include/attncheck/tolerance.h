@@ -36,3 +36,28 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
 double gamma(double n, double u);
 
 }  // namespace attncheck
+
+namespace attncheck {
+
+/// Tolerances of the gradients of one problem, laid out like the oracle's
+/// dq, dk, dv (SPEC section 4, derived in grad_tolerance.cpp).
+struct GradTolerances {
+  std::vector<double> dq;  ///< [b][h][tq][dk]
+  std::vector<double> dk;  ///< [b][kv_h][tk][dk]
+  std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+  /// 1 per row [b][h][tq] beyond the first-order analysis (the forward's
+  /// conditions, or the gamma of a gradient sum above kFirstOrderLimit):
+  /// neither its dQ nor the dK / dV of its K/V head may be judged.
+  std::vector<uint8_t> ill_conditioned;
+  int64_t ill_conditioned_rows = 0;
+};
+
+/// The tolerance of every dQ, dK and dV element of `p` for p.dout, for an
+/// implementation with traits `t` producing gradients in `p.dtype`. `o` is
+/// the oracle's result for `p`, gradients included. Throws
+/// std::invalid_argument when `p` has no dout of the right size or `o` has
+/// no gradients.
+GradTolerances grad_tolerances(const Problem& p, const OracleResult& o,
+                               const PrecisionTraits& t);
+
+}  // namespace attncheck

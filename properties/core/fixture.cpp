@@ -583,14 +583,21 @@ json oracle_to_json(const Problem& p, const OracleResult& r) {
   j["weights"] = numbers_to_json(r.weights);
   j["lse"] = numbers_to_json(r.lse);
   j["empty_rows"] = std::move(empty);
-  // Every value is reported as correctly rounded until the oracle's
-  // rounding test exists (see oracle/oracle.cpp).
-  j["uncertified"] = json::array();
+  // Each value the oracle could not prove correctly rounded, as
+  // ["array", i0, i1, ...]: the array's name ("out", "weights", "lse", "dq",
+  // "dk", "dv") then its multi-index in that array's documented shape
+  // (e.g. ["out", b, h, i, d], ["lse", b, h, i], ["dk", b, kv_h, j, c]).
+  json uncertified = json::array();
+  for (const auto& u : r.uncertified) {
+    json e = json::array({u.array});
+    for (int64_t x : u.index) e.push_back(x);
+    uncertified.push_back(std::move(e));
+  }
+  j["uncertified"] = std::move(uncertified);
   if (!p.dout.empty()) {
-    j["dq"] = nullptr;
-    j["dk"] = nullptr;
-    j["dv"] = nullptr;
-    j["note"] = "gradients are not implemented by the oracle yet";
+    j["dq"] = numbers_to_json(r.dq);
+    j["dk"] = numbers_to_json(r.dk);
+    j["dv"] = numbers_to_json(r.dv);
   }
   return j;
 }

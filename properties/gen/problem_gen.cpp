@@ -13,8 +13,15 @@ namespace {
 
 using rc::gen::inRange;
 
-// Integer index in [0, n), shrinking towards 0 (the simplest choice).
-int64_t pick(int64_t n) { return *inRange<int64_t>(0, n); }
+// RapidCheck scales inRange by the case's size, which grows from 0 over a
+// run: right for dims (small problems first), wrong for choices among
+// kinds, which must all occur at every size. `pick` draws at full size.
+
+// Integer index in [0, n), at any size, shrinking towards 0 (the simplest).
+int64_t pick(int64_t n) { return *rc::gen::resize(100, inRange<int64_t>(0, n)); }
+
+// Integer index in [0, n), growing with the case's size (for dims).
+int64_t grow(int64_t n) { return *inRange<int64_t>(0, n); }
 
 bool coin() { return *rc::gen::arbitrary<bool>(); }
 
@@ -27,7 +34,7 @@ int small_int(int n) {
 
 // Mostly 1 (allowed), shrinking towards 1 so masks shrink to all-allowed.
 uint8_t mostly_allowed() {
-  return *rc::gen::weightedElement<uint8_t>({{3, uint8_t{1}}, {1, uint8_t{0}}});
+  return *rc::gen::resize(100, rc::gen::weightedElement<uint8_t>({{3, uint8_t{1}}, {1, uint8_t{0}}}));
 }
 
 std::vector<double> values(int64_t n, DType dtype) {
@@ -70,16 +77,12 @@ std::vector<double> values(int64_t n, DType dtype) {
   return x;
 }
 
-// Lays out logical [d0][d1][d2][d3] values in one of three layouts: 0
-// contiguous, 1 [d0][d2][d1][d3] storage (BTHD), 2 padded strides. Gaps of a
-// padded layout hold NaN, so reading outside the logical tensor shows.
-Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape,
-               int64_t layout) {
+Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape, Layout layout) {
   const auto [d0, d1, d2, d3] = shape;
   Tensor t;
-  if (layout == 1) {
+  if (layout == Layout::bthd) {
     t.strides = {d2 * d1 * d3, d3, d1 * d3, 1};
-  } else if (layout == 2) {
+  } else if (layout == Layout::padded) {
     const int64_t s2 = d3 + 1, s1 = d2 * s2 + 2, s0 = d1 * s1 + 3;
     t.strides = {s0, s1, s2, 1};
   } else {
@@ -161,17 +164,18 @@ Problem draw_problem(const GenSpec& spec) {
   const int64_t batch = *inRange<int64_t>(1, spec.max_bh + 1);
   int64_t heads = *inRange<int64_t>(1, spec.max_bh + 1);
   if (lim.max_batch_heads > 0) heads = std::max<int64_t>(1, std::min(heads, lim.max_batch_heads / batch));
+  if (spec.require_gqa) heads = std::max<int64_t>(heads, 2);
   int64_t kv_heads = heads;
   if (has(ATTNCHECK_FEATURE_GQA)) {
     std::vector<int64_t> divisors;  // heads first: plain MHA is the simplest
-    for (int64_t d = heads; d >= 1; --d)
+    for (int64_t d = spec.require_gqa ? heads / 2 : heads; d >= 1; --d)
       if (heads % d == 0) divisors.push_back(d);
     kv_heads = divisors[static_cast<size_t>(pick(static_cast<int64_t>(divisors.size())))];
   }
   int64_t tq = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tq) + 1);
   const int64_t tk = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tk) + 1);
   const auto dks = allowed_dims(lim.dk_min, limited(spec.max_d, lim.dk_max), lim.dk_multiple);
-  const int64_t dk = dks[static_cast<size_t>(pick(static_cast<int64_t>(dks.size())))];
+  const int64_t dk = dks[static_cast<size_t>(grow(static_cast<int64_t>(dks.size())))];
   const int64_t dv = lim.dv_equals_dk ? dk : *inRange<int64_t>(1, spec.max_d + 1);
 
   std::vector<Align> aligns;
@@ -179,8 +183,8 @@ Problem draw_problem(const GenSpec& spec) {
   if (has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) aligns.push_back(Align::bottom_right);
   if (aligns.empty()) aligns.push_back(Align::top_left);
 
-  const bool causal = has(ATTNCHECK_FEATURE_CAUSAL) && coin();
-  const bool window = has(ATTNCHECK_FEATURE_WINDOW) && coin();
+  const bool causal = has(ATTNCHECK_FEATURE_CAUSAL) && (spec.require_causal || coin());
+  const bool window = has(ATTNCHECK_FEATURE_WINDOW) && (spec.require_window || coin());
   const Align align = (causal || window)
                           ? aligns[static_cast<size_t>(pick(static_cast<int64_t>(aligns.size())))]
                           : aligns.front();
@@ -191,8 +195,8 @@ Problem draw_problem(const GenSpec& spec) {
   p.causal = causal;
   p.align = align;
   if (window) {
-    p.window_left = *inRange<int64_t>(-1, tk);
-    p.window_right = *inRange<int64_t>(-1, tk);
+    p.window_left = pick(tk + 1) - 1;
+    p.window_right = pick(tk + 1) - 1;
   }
   if (has(ATTNCHECK_FEATURE_KEY_VALID) && coin()) {
     p.key_valid.resize(static_cast<size_t>(batch * tk));
@@ -207,13 +211,14 @@ Problem draw_problem(const GenSpec& spec) {
     });
   }
   if (has(ATTNCHECK_FEATURE_SOFTCAP)) {
-    p.softcap = *rc::gen::element(0.0, 1.0, 5.0, 30.0);
+    const double caps[] = {0.0, 1.0, 5.0, 30.0};
+    p.softcap = caps[pick(4)];
   }
   if (has(ATTNCHECK_FEATURE_SCALE)) {
     const double scales[] = {p.scale, 1.0, 0.5, 0.125, 2.0};
     p.scale = scales[pick(5)];
   }
-  const int64_t layout = has(ATTNCHECK_FEATURE_STRIDES) ? pick(3) : 0;
+  const auto layout = static_cast<Layout>(has(ATTNCHECK_FEATURE_STRIDES) ? pick(3) : 0);
   p.q = lay_out(values(batch * heads * tq * dk, spec.dtype), {batch, heads, tq, dk}, layout);
   p.k = lay_out(values(batch * kv_heads * tk * dk, spec.dtype), {batch, kv_heads, tk, dk}, layout);
   p.v = lay_out(values(batch * kv_heads * tk * dv, spec.dtype), {batch, kv_heads, tk, dv}, layout);
@@ -255,6 +260,34 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   s.features = info.features;
   s.limits = info.limits;
   return s;
+}
+
+GenSpec spec_for(const ImplInfo& info, DType dtype, const std::string& profile) {
+  GenSpec s = spec_for(info, dtype);
+  if (profile == "thorough") {  // past the usual block sizes of 4, 8 and 16
+    s.max_t = 19;
+    s.max_d = 9;
+    s.max_bh = 4;
+  }
+  return s;
+}
+
+Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout) {
+  std::vector<double> x;
+  x.reserve(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t c = 0; c < shape[2]; ++c)
+        for (int64_t d = 0; d < shape[3]; ++d) x.push_back(t.at(a, b, c, d));
+  return lay_out(x, shape, layout);
+}
+
+Problem with_layout(const Problem& p, Layout layout) {
+  Problem c = p;
+  c.q = relayout(p.q, {p.batch, p.heads, p.tq, p.dk}, layout);
+  c.k = relayout(p.k, {p.batch, p.kv_heads, p.tk, p.dk}, layout);
+  c.v = relayout(p.v, {p.batch, p.kv_heads, p.tk, p.dv}, layout);
+  return c;
 }
 
 rc::Gen<Problem> problem(const GenSpec& spec) {

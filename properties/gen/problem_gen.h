@@ -18,14 +18,31 @@ struct GenSpec {
   Limits limits;
   int64_t max_t = 7;   ///< tq and tk range over [1, max_t] (limits permitting)
   int64_t max_d = 5;   ///< dk and dv range over [1, max_d]
-  int64_t max_bh = 3;  ///< batch and heads range over [1, max_bh]
+  int64_t max_bh = 4;  ///< batch and heads range over [1, max_bh] (4 heads: GQA groups of 2)
+  bool require_causal = false;  ///< always causal (needs FEATURE_CAUSAL)
+  bool require_window = false;  ///< always windowed (needs FEATURE_WINDOW)
+  bool require_gqa = false;     ///< kv_heads < heads (needs FEATURE_GQA)
 };
+
+/// Memory layouts a strided problem can take.
+enum class Layout { contiguous, bthd, padded };
+
+/// The same logical tensor in another layout. Gaps of the padded layout
+/// hold NaN, so reading outside the logical tensor shows.
+Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout);
+
+/// The problem with q, k and v in `layout`.
+Problem with_layout(const Problem& p, Layout layout);
 
 /// The spec for an implementation in a dtype.
 GenSpec spec_for(const ImplInfo& info, DType dtype);
 
 /// Value regimes of SPEC section 3, simplest first (shrinking goes there).
 enum class Regime { small_int, dyadic, normal, large, one_hot, all_equal, near_tied };
+
+/// The spec for an implementation in a dtype, with larger sizes under the
+/// thorough profile.
+GenSpec spec_for(const ImplInfo& info, DType dtype, const std::string& profile);
 
 /// A problem with at least one allowed key in every row. Dims shrink
 /// towards 1, values towards 0 and small integers, masks towards none.

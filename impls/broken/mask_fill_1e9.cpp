@@ -1,0 +1,34 @@
+// An additive mask of -1e9 (scores + mask, the "attention_mask" idiom of
+// many model codes) instead of -inf.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "attncheck/registry.h"
+#include "naive.h"
+
+namespace attncheck::impls::broken {
+namespace {
+
+// exp(s - 1e9 - m) is exactly 0 for ordinary scores, so the bug hides until
+// a masked key's score is itself near 1e9: then s - 1e9 is still large and
+// the masked key takes weight, or all of it.
+double additive_mask(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
+                     std::span<double> a) {
+  std::vector<double> masked(s.begin(), s.end());
+  for (size_t j = 0; j < s.size(); ++j)
+    if (!ok[j]) masked[j] += -1e9;
+  const std::vector<uint8_t> all(s.size(), 1);
+  return stable_softmax(masked, all, a);
+}
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
+    broken_info("broken_mask_fill_1e9", "MaskedWeightsAreZero",
+                "masks by adding -1e9 to disallowed scores, so a masked key "
+                "with a score near 1e9 or above still gets weight"),
+    [](const Problem& p) { return naive_forward(p, p.scale, true, by_rows(additive_mask)); }));
+
+}  // namespace
+}  // namespace attncheck::impls::broken

@@ -1,0 +1,362 @@
+// The oracle's fast path: double-double (DD) arithmetic with a rigorous
+// error bound for every reported forward value.
+//
+// The bound. Every DD operation below is one of the algorithms analysed by
+// Joldes, Muller and Popescu ("Tight and rigorous error bounds for basic
+// building blocks of double-word arithmetic", ACM TOMS 2017): DD + DD
+// (accurate version) <= 3u^2, DD * DD <= 5u^2 (with this Dekker product),
+// DD * double <= 2u^2, DD / DD <= 15u^2 relative, with u = 2^-53.
+// kOp = 32u^2 covers each with a wide margin. Products of doubles are exact
+// (Dekker's algorithm), which needs no overflow and no underflow: the
+// inputs are restricted to [2^-200, 2^200] in magnitude (or 0), otherwise
+// the group goes to the exact path. The scores' dot products use Ogita,
+// Rump and Oishi's Dot2 (error-free products and sums, compensations
+// summed in double): the error of the pair (sum, compensation) is below
+// 2n(n + 1)u^2 sum |q_c k_c| (each compensation term is at most u times a
+// partial sum or a product, and their recursive summation adds gamma_2n).
+// exp uses exact tables exp(-a), exp(-b/1024) rounded to DD by MPFR and a
+// degree-8 Taylor polynomial on |r| <= 2^-11 (truncation 2^-117): below
+// 64u^2 relative, bounded here by kExp = 2^-96 = 1024u^2.
+// These errors are propagated to every weight, output and lse (see
+// row()), each inflated by a factor covering the roundings of the bound's
+// own computation, and a value is kept only when its whole interval
+// value +- bound lies strictly between the two midpoints around the double
+// it reports. Everything else (softcap, gradients, values too close to a
+// midpoint, rows with scores spread over more than 600) is left undecided
+// for exact.cpp.
+
+#include <mpfr.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "internal.h"
+
+namespace attncheck::oracle_detail {
+namespace {
+
+constexpr double kU = 0x1p-53;
+constexpr double kU2 = kU * kU;
+constexpr double kOp = 32 * kU2;
+constexpr double kExp = 0x1p-96;
+constexpr double kFlushBelow = -600;  // exp(-600) ~ 2^-865.6
+constexpr double kFlushError = 0x1p-860;
+
+struct DD {
+  double hi = 0, lo = 0;
+};
+
+inline DD two_sum(double a, double b) {
+  const double s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+inline DD fast_two_sum(double a, double b) {
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+// Veltkamp's split: a = hi + lo with 26-bit halves (|a| < 2^996).
+inline DD split(double a) {
+  const double t = 134217729.0 * a, hi = t - (t - a);
+  return {hi, a - hi};
+}
+// Dekker's exact product from pre-split operands.
+inline DD two_prod(double a, DD as, double b, DD bs) {
+  const double p = a * b;
+  return {p, ((as.hi * bs.hi - p) + as.hi * bs.lo + as.lo * bs.hi) +
+                 as.lo * bs.lo};
+}
+inline DD two_prod(double a, double b) {
+  return two_prod(a, split(a), b, split(b));
+}
+inline DD add(DD x, DD y) {
+  DD s = two_sum(x.hi, y.hi);
+  const DD t = two_sum(x.lo, y.lo);
+  s.lo += t.hi;
+  s = fast_two_sum(s.hi, s.lo);
+  s.lo += t.lo;
+  return fast_two_sum(s.hi, s.lo);
+}
+inline DD add(DD x, double y) {
+  DD s = two_sum(x.hi, y);
+  s.lo += x.lo;
+  return fast_two_sum(s.hi, s.lo);
+}
+inline DD mul(DD x, double y) {
+  const DD c = two_prod(x.hi, y);
+  const DD t = fast_two_sum(c.hi, x.lo * y);
+  return fast_two_sum(t.hi, t.lo + c.lo);
+}
+inline DD mul(DD x, DD y) {
+  DD p = two_prod(x.hi, y.hi);
+  p.lo += x.hi * y.lo + x.lo * y.hi;
+  return fast_two_sum(p.hi, p.lo);
+}
+inline DD div(DD x, DD y) {
+  const double th = x.hi / y.hi;
+  const DD r = mul(y, th);
+  const double d = (x.hi - r.hi) + (x.lo - r.lo);
+  return fast_two_sum(th, d / y.hi);
+}
+
+// exp(-a), exp(-b/1024) and 1/k! rounded to DD (each within u^2 relative).
+struct Tables {
+  std::array<DD, 601> whole;
+  std::array<DD, 1024> frac;
+  std::array<DD, 9> inv_fact;
+  Tables() {
+    mpfr_t x, y;
+    mpfr_init2(x, 256);
+    mpfr_init2(y, 256);
+    auto to_dd = [&](DD& out) {
+      out.hi = mpfr_get_d(x, MPFR_RNDN);
+      mpfr_sub_d(y, x, out.hi, MPFR_RNDN);
+      out.lo = mpfr_get_d(y, MPFR_RNDN);
+    };
+    for (size_t a = 0; a < whole.size(); ++a) {
+      mpfr_set_si(x, -static_cast<long>(a), MPFR_RNDN);
+      mpfr_exp(x, x, MPFR_RNDN);
+      to_dd(whole[a]);
+    }
+    for (size_t b = 0; b < frac.size(); ++b) {
+      mpfr_set_si(x, -static_cast<long>(b), MPFR_RNDN);
+      mpfr_div_ui(x, x, 1024, MPFR_RNDN);
+      mpfr_exp(x, x, MPFR_RNDN);
+      to_dd(frac[b]);
+    }
+    for (size_t k = 0; k < inv_fact.size(); ++k) {
+      mpfr_fac_ui(y, static_cast<unsigned long>(k), MPFR_RNDN);
+      mpfr_ui_div(x, 1, y, MPFR_RNDN);
+      to_dd(inv_fact[k]);
+    }
+    mpfr_clear(x);
+    mpfr_clear(y);
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
+// exp(x) for kFlushBelow <= x <= 2^-11, within kExp relative.
+inline DD exp_dd(DD x, const Tables& t) {
+  const auto m = static_cast<int>(std::nearbyint(-x.hi * 1024));
+  const int mm = std::max(m, 0);
+  // x.hi + mm/1024 is exact (Sterbenz), so r is x + mm/1024 exactly.
+  const DD r = two_sum(x.hi + mm / 1024.0, x.lo);
+  DD acc = t.inv_fact[8];
+  for (int k = 7; k >= 0; --k) acc = add(mul(acc, r), t.inv_fact[static_cast<size_t>(k)]);
+  return mul(mul(acc, t.whole[static_cast<size_t>(mm / 1024)]),
+             t.frac[static_cast<size_t>(mm % 1024)]);
+}
+
+// Whether every real within err of x.hi + x.lo rounds to x.hi; then out is
+// that double.
+bool decided(DD x, double err, double& out) {
+  if (!(err >= 0) || !std::isfinite(x.hi)) return false;
+  if (x.hi == 0) {
+    if (x.lo != 0 || err != 0) return false;
+    out = 0.0;
+    return true;
+  }
+  const double mag = std::fabs(x.hi);
+  if (mag < 0x1p-1000 || mag > 0x1p1000) return false;
+  constexpr double kMargin = 1 - 0x1p-40;
+  const double up = std::nextafter(x.hi, INFINITY) - x.hi;
+  const double down = x.hi - std::nextafter(x.hi, -INFINITY);
+  if (!(x.lo + err < 0.5 * up * kMargin)) return false;
+  if (!(x.lo - err > -0.5 * down * kMargin)) return false;
+  out = x.hi;
+  return true;
+}
+
+bool in_range(double x) {
+  const double a = std::fabs(x);
+  return a == 0 || (a >= 0x1p-200 && a <= 0x1p200);
+}
+
+}  // namespace
+
+bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
+                Decided& dec) {
+  if (p.softcap > 0 || !in_range(p.scale)) return false;
+  const auto tk = static_cast<size_t>(p.tk), dk = static_cast<size_t>(p.dk),
+             dv = static_cast<size_t>(p.dv);
+  const int64_t group = p.heads / p.kv_heads;
+  const int64_t h0 = g * group, h1 = h0 + group;
+  std::vector<double> kmat(tk * dk), vmat(tk * dv), vmax(dv, 0.0);
+  std::vector<DD> ksplit(tk * dk);
+  for (size_t j = 0; j < tk; ++j) {
+    const auto jj = static_cast<int64_t>(j);
+    for (size_t c = 0; c < dk; ++c) {
+      const double x = p.k.at(b, g, jj, static_cast<int64_t>(c));
+      if (!in_range(x)) return false;
+      kmat[j * dk + c] = x;
+      ksplit[j * dk + c] = split(x);
+    }
+    for (size_t c = 0; c < dv; ++c) {
+      const double x = p.v.at(b, g, jj, static_cast<int64_t>(c));
+      if (!in_range(x)) return false;
+      vmat[j * dv + c] = x;
+      vmax[c] = std::max(vmax[c], std::fabs(x));
+    }
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    for (int64_t i = 0; i < p.tq; ++i) {
+      for (int64_t c = 0; c < p.dk; ++c)
+        if (!in_range(p.q.at(b, h, i, c))) return false;
+      if (p.bias)
+        for (int64_t j = 0; j < p.tk; ++j)
+          if (!in_range(p.bias_at(b, h, i, j))) return false;
+    }
+  }
+
+  const Tables& tab = tables();
+  const double scale = p.scale;
+  const double n_dk = static_cast<double>(dk);
+  const double dot_coef = 2.2 * n_dk * (n_dk + 1) * kU2;
+  std::vector<double> q(dk), serr(tk), sabs(tk);
+  std::vector<DD> qsplit(dk), s(tk), e(tk), num(dv);
+  std::vector<double> nabs(dv);
+  std::vector<uint8_t> ok(tk);
+  constexpr size_t kBlock = 4;
+  for (int64_t h = h0; h < h1; ++h) {
+    for (int64_t i = 0; i < p.tq; ++i) {
+      const size_t row = row_index(p, b, h, i);
+      for (size_t c = 0; c < dk; ++c) {
+        q[c] = p.q.at(b, h, i, static_cast<int64_t>(c));
+        qsplit[c] = split(q[c]);
+      }
+      // Scores by Dot2, kBlock keys at a time so that the dependency
+      // chains of the compensated sums interleave.
+      for (size_t j0 = 0; j0 < tk; j0 += kBlock) {
+        const size_t nb = std::min(kBlock, tk - j0);
+        double sh[kBlock] = {}, sc[kBlock] = {}, sa[kBlock] = {};
+        for (size_t c = 0; c < dk; ++c) {
+          for (size_t u = 0; u < nb; ++u) {
+            const size_t x = (j0 + u) * dk + c;
+            const DD pr = two_prod(q[c], qsplit[c], kmat[x], ksplit[x]);
+            const DD t = two_sum(sh[u], pr.hi);
+            sh[u] = t.hi;
+            sc[u] += t.lo + pr.lo;
+            sa[u] += std::fabs(pr.hi);
+          }
+        }
+        for (size_t u = 0; u < nb; ++u) {
+          const size_t j = j0 + u;
+          const auto jj = static_cast<int64_t>(j);
+          const DD dot = fast_two_sum(sh[u], sc[u]);
+          DD t = mul(dot, scale);
+          double err = std::fabs(scale) * dot_coef * sa[u] +
+                       kOp * std::fabs(t.hi);
+          if (p.bias) {
+            t = add(t, p.bias_at(b, h, i, jj));
+            err += kOp * std::fabs(t.hi);
+          }
+          s[j] = t;
+          serr[j] = err;
+          sabs[j] = sa[u];
+          ok[j] = p.allowed(b, h, i, jj) ? 1 : 0;
+          const size_t w = weight_index(p, b, h, i, jj);
+          r.scores[w] = t.hi;
+          r.abs_dot[w] = std::fabs(scale) * sa[u];
+        }
+      }
+      const int64_t n_allowed = r.row_allowed[row];
+      if (n_allowed == 0) continue;
+      const double n = static_cast<double>(n_allowed);
+      // Inflation covering the roundings of the bounds' own sums.
+      const double infl = 1 + 4 * (n + n_dk + 2) * kU + 0x1p-40;
+      double m = -INFINITY;
+      for (size_t j = 0; j < tk; ++j)
+        if (ok[j]) m = std::max(m, s[j].hi);
+      // m is an exact double: the weights do not depend on it.
+      r.row_max[row] = m;
+      double rel_max = 0, sum_err = 0, flushed = 0;
+      DD l;
+      for (size_t j = 0; j < tk; ++j) {
+        if (!ok[j]) continue;
+        const DD x = add(s[j], -m);
+        const double delta = serr[j] + kOp * std::fabs(x.hi);
+        if (x.hi < kFlushBelow) {
+          e[j] = DD{};
+          flushed += 1;
+          continue;
+        }
+        // Outside the linearisation below: leave the whole group to the
+        // exact path (the values decided so far stay valid).
+        if (delta > 0x1p-20 || x.hi > 0x1p-11) return false;
+        e[j] = exp_dd(x, tab);
+        // exp(x*) = exp(x) exp(x* - x), |x* - x| <= delta <= 2^-20.
+        const double rel = 1.02 * (kExp + delta);
+        rel_max = std::max(rel_max, rel);
+        sum_err += e[j].hi * rel;
+        l = add(l, e[j]);
+      }
+      r.row_sum[row] = l.hi;
+      const double lerr =
+          (sum_err * (1 + 2 * kExp) + flushed * kFlushError + n * kOp * l.hi) *
+          infl;
+      const double lden = l.hi * (1 - 0x1p-50) - lerr;  // <= exact l
+      if (!(lden > 0.5)) return false;
+      for (size_t j = 0; j < tk; ++j) {
+        if (!ok[j]) continue;
+        const size_t w = weight_index(p, b, h, i, static_cast<int64_t>(j));
+        const DD a = div(e[j], l);
+        const double ej_err =
+            e[j].hi == 0 ? kFlushError : e[j].hi * 1.02 * (kExp + serr[j]);
+        const double err =
+            ((ej_err + std::fabs(a.hi) * lerr) / lden + kOp * std::fabs(a.hi)) *
+            infl;
+        dec.weights[w] = decided(a, err, r.weights[w]);
+      }
+      // Numerators sum_j e_j v_j by Dot2 over j, all columns at once.
+      std::fill(num.begin(), num.end(), DD{});
+      std::fill(nabs.begin(), nabs.end(), 0.0);
+      for (size_t j = 0; j < tk; ++j) {
+        if (!ok[j] || e[j].hi == 0) continue;
+        const DD es = split(e[j].hi);
+        const double eh = e[j].hi, el = e[j].lo;
+        const double* v = &vmat[j * dv];
+        for (size_t c = 0; c < dv; ++c) {
+          const DD pr = two_prod(eh, es, v[c], split(v[c]));
+          const DD t = two_sum(num[c].hi, pr.hi);
+          num[c].hi = t.hi;
+          num[c].lo += t.lo + (pr.lo + el * v[c]);
+          nabs[c] += eh * std::fabs(v[c]);
+        }
+      }
+      const double terms = n + 2;
+      const double num_coef = rel_max * (1 + 2 * kExp) + 3.3 * terms * terms * kU2;
+      for (size_t c = 0; c < dv; ++c) {
+        const size_t o = out_index(p, b, h, i, static_cast<int64_t>(c));
+        const DD nd = fast_two_sum(num[c].hi, num[c].lo);
+        const double nerr =
+            (num_coef * nabs[c] + flushed * kFlushError * vmax[c]) * infl;
+        const DD out = div(nd, l);
+        const double err = ((nerr + std::fabs(out.hi) * lerr) / lden +
+                            kOp * std::fabs(out.hi)) *
+                           infl;
+        dec.out[o] = decided(out, err, r.out[o]);
+      }
+      // lse = m + log l: one Newton step y1 = y0 + l exp(-y0) - 1 from the
+      // libm value y0 = log(l.hi), whose error d <= 2^-50 (1 + y0) leaves
+      // at most d^2 / 2 (1.01).
+      const double y0 = std::log(l.hi);
+      if (y0 > -0x1p-40 && y0 < -kFlushBelow) {
+        const DD z = add(mul(l, exp_dd(DD{-y0, 0}, tab)), -1.0);
+        const DD lse = add(add(z, y0), m);
+        const double d0 = 0x1p-50 * (1 + std::fabs(y0));
+        const double err = (1.1 * kExp * 2 + 0.6 * d0 * d0 + lerr / lden +
+                            kOp * (std::fabs(lse.hi) + 2)) *
+                           infl;
+        dec.lse[row] = decided(lse, err, r.lse[row]);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace attncheck::oracle_detail

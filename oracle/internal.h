@@ -1,0 +1,40 @@
+#pragma once
+// Internals shared by the oracle's files: which reported values are already
+// proven correctly rounded, and the two ways of proving them (fast.cpp,
+// exact.cpp). See oracle.cpp for the overall argument.
+
+#include <cstdint>
+#include <vector>
+
+#include "attncheck/oracle.h"
+
+namespace attncheck::oracle_detail {
+
+/// One flag per reported value, parallel to OracleResult's arrays: 1 once
+/// the value stored there is proven to be the correctly rounded result.
+struct Decided {
+  std::vector<uint8_t> out, weights, lse, dq, dk, dv;
+};
+
+/// Index of dK / dV element (b, g, j, c) in a contiguous [b][kv_h][tk][n]
+/// array with n columns.
+inline size_t kv_index(const Problem& p, int64_t b, int64_t g, int64_t j,
+                       int64_t c, int64_t n) {
+  return static_cast<size_t>(((b * p.kv_heads + g) * p.tk + j) * n + c);
+}
+
+/// Double-double fast path for the K/V group (b, g): fills every value of
+/// the group and the diagnostic fields, marking as decided each value whose
+/// rigorous error bound proves its rounding. Returns false, touching
+/// nothing, when the inputs leave the range where its bounds hold.
+bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
+                Decided& d);
+
+/// MPFR interval path for the group (b, g): decides the values not yet
+/// decided, at 128, 256, 512 and finally 2400 bits; what is still undecided
+/// is appended to r.uncertified. With `fill_diagnostics` it also writes
+/// scores, abs_dot, row_max and row_sum of the group.
+void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
+                 Decided& d, bool fill_diagnostics);
+
+}  // namespace attncheck::oracle_detail

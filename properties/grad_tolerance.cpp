@@ -1,0 +1,285 @@
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attncheck/tolerance.h"
+
+// First-order error analysis of the attention backward pass, per element,
+// in the manner of tolerance.cpp (SPEC 4 and section 1's Backward).
+//
+// Per row (b, h, i) with K/V head g, allowed keys j (n of them), exact
+// weights a_j, logits s_j, given dO (an input, exact):
+//
+//   dA_j = dO . v_j                   delta = sum_r a_r dA_r
+//   dS_j = a_j (dA_j - delta)         dT_j = dS_j f_j,  f_j = 1 - y_j^2,
+//                                             y_j = (s_j - bias_j) / c
+//   dQ_i = sigma sum_j dT_j k_j       dK_j = sigma sum_{h in g, i} dT_hij q_hi
+//   dV_j = sum_{h in g, i} a_hij dO_hi
+//
+// Each stage's error bound is its inputs' error bounds carried through the
+// operation plus its own roundings; an absolute bound is kept for each
+// stage, because dA_j - delta cancels (its relative error is unbounded), so
+// relative bounds would not compose. Notation: u = u_a the accumulation
+// roundoff, e the exp/tanh error in ulps, eta_a / eta_o the underflow units
+// of the accumulation and output formats (tolerance.cpp), gamma_k =
+// k u / (1 - k u).
+//
+// The weights' error W_j is the forward tolerance of a_j (tolerance.cpp):
+// it already covers the logits' errors D_j, the exps, the sum, the
+// division, the cast of P (u_p) and the lse route of flash-style passes,
+// and it is a bound (its own 1.25 included), so the backward inherits every
+// one of those without re-deriving them.
+//
+// The bound of each gradient is the sum of first-order terms times 1.25,
+// for the same reason as the forward's: every term is a first-order error
+// times a product of (1 + delta) factors of later stages, and while each
+// relative first-order term (the gamma of every sum, the weights' relative
+// errors, checked by the forward) stays below kFirstOrderLimit the products
+// stay below 1 / (1 - 0.1)^2 = 1.234 < 1.25 of their first-order part. The
+// softcap factor is the exception: its relative error is unbounded where
+// tanh saturates (f_j -> 0), so its stage is bounded without linearising
+// (|dS^ f^ - dS f| <= |dS^ - dS| (f + F) + |dS| F, exactly).
+//
+// The quantities dA_j, delta, dS_j, dT_j the bound needs are computed here in
+// double from the problem and the oracle's weights, not asked of the oracle.
+// They are coefficients of terms that are already O(u): a relative error of
+// 1e-16 in them, or an absolute one of u (|dA_j| + |delta|) where dA_j -
+// delta cancels, changes the bound by O(u^2) of the magnitudes, far below
+// the O(u) terms (a_j E_j, u a_j |dA_j|) present in the same element.
+
+namespace attncheck {
+namespace {
+
+// The oracle rounds each exact gradient to the nearest double once:
+// |g - fl(g)| <= 2^-53 |g|, and the comparison is against fl(g).
+constexpr double kOracleRounding = 0x1p-53;
+
+}  // namespace
+
+GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t) {
+  const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
+  const auto tk = static_cast<size_t>(p.tk);
+  const auto dk = static_cast<size_t>(p.dk);
+  const auto dv = static_cast<size_t>(p.dv);
+  const auto kv_rows = static_cast<size_t>(p.batch * p.kv_heads) * tk;
+  if (p.dout.size() != rows * dv) {
+    throw std::invalid_argument("grad_tolerances: the problem's dout has " +
+                                std::to_string(p.dout.size()) + " elements, expected " +
+                                std::to_string(rows * dv));
+  }
+  if (o.dq.size() != rows * dk || o.dk.size() != kv_rows * dk || o.dv.size() != kv_rows * dv) {
+    throw std::invalid_argument(
+        "grad_tolerances: the oracle result has no gradients (dq, dk, dv) for this problem");
+  }
+
+  // Weights' and outputs' bounds, and the forward's ill-conditioned rows.
+  const Tolerances fwd = tolerances(p, o, t);
+
+  GradTolerances tol;
+  tol.dq.assign(o.dq.size(), 0.0);
+  tol.dk.assign(o.dk.size(), 0.0);
+  tol.dv.assign(o.dv.size(), 0.0);
+  tol.ill_conditioned.assign(rows, 0);
+
+  const double u = unit_roundoff(t.accum);
+  const double e = t.exp_ulps;
+  const double eta_a = underflow_unit(t.accum, t.flush_to_zero);
+  const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
+  // Rounding of the final value: the cast to the output format when it is
+  // not the accumulation format (the last operation's own rounding is in the
+  // gammas below), and the oracle's rounding of the exact value.
+  const double u_out = (p.dtype == t.accum ? 0.0 : unit_roundoff(p.dtype)) + kOracleRounding;
+  const double sigma = std::fabs(p.scale);
+  // The raw logit t_j = sigma (q . k_j): a dot product of dk terms, the
+  // rounding of sigma to the accumulation format and the product by it, as
+  // in the forward.
+  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u);
+  // dA_j = dO . v_j: dv products and dv - 1 sums.
+  const double gamma_dv = gamma(static_cast<double>(p.dv), u);
+
+  // Per K/V row (b, g, j): sum over contributing queries of the carried
+  // errors (err_*) and of the magnitudes the sums' roundings act on (mag_*),
+  // and the number of contributing queries m_j.
+  std::vector<double> err_k(kv_rows * dk, 0.0), mag_k(kv_rows * dk, 0.0);
+  std::vector<double> err_v(kv_rows * dv, 0.0), mag_v(kv_rows * dv, 0.0);
+  std::vector<double> m(kv_rows, 0.0);
+
+  std::vector<double> da(tk), e_da(tk), dt(tk), e_dt(tk), dout(dv);
+  std::vector<double> err_q(dk), mag_q(dk);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = p.kv_head(h);
+      const auto kv_base = static_cast<size_t>(b * p.kv_heads + g) * tk;
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        // Empty rows contribute exactly nothing; their dQ is exactly 0.
+        if (o.row_empty[row]) continue;
+        const double n = static_cast<double>(o.row_allowed[row]);
+        // delta and dQ_i: sums of n products; dQ also rounds sigma and
+        // multiplies by it (n + 2), which covers delta's n too.
+        const double gamma_q = gamma(n + 2, u);
+        if (fwd.ill_conditioned[row] || gamma_dv > kFirstOrderLimit || gamma_q > kFirstOrderLimit) {
+          tol.ill_conditioned[row] = 1;
+          ++tol.ill_conditioned_rows;
+          continue;
+        }
+        for (size_t d = 0; d < dv; ++d) {
+          dout[d] = p.dout[out_index(p, b, h, i, static_cast<int64_t>(d))];
+        }
+
+        // Stage dA: E_j = gamma_dv sum_d |dO_d v_jd| for the dot product's
+        // roundings, plus dv eta_a for products that underflow.
+        double delta = 0, sum_a_abs_da = 0, delta_err = 0;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const auto jj = static_cast<size_t>(j);
+          double x = 0, mag = 0;
+          for (size_t d = 0; d < dv; ++d) {
+            const double vd = p.v.at(b, g, j, static_cast<int64_t>(d));
+            x += dout[d] * vd;
+            mag += std::fabs(dout[d] * vd);
+          }
+          da[jj] = x;
+          e_da[jj] = gamma_dv * mag + static_cast<double>(dv) * eta_a;
+          const size_t w = weight_index(p, b, h, i, j);
+          const double a = o.weights[w];
+          delta += a * x;
+          sum_a_abs_da += a * std::fabs(x);
+          // delta = sum a^_r dA^_r: each weight's error W_r times |dA_r|,
+          // each dA's error E_r times a_r.
+          delta_err += fwd.weights[w] * std::fabs(x) + a * e_da[jj];
+        }
+        // ... plus the sum's own roundings (gamma_n over sum_r a_r |dA_r|,
+        // taken as gamma_{n+2}) and n products that may underflow.
+        delta_err += gamma_q * sum_a_abs_da + n * eta_a;
+        // Flash-style passes take delta = dO . o_i from the forward output
+        // instead: the output's tolerance times |dO|, and that dot product's
+        // roundings. The bound is the larger of the two routes, so either
+        // algorithm is judged fairly.
+        double flash_err = static_cast<double>(dv) * eta_a;
+        for (size_t d = 0; d < dv; ++d) {
+          const size_t at = out_index(p, b, h, i, static_cast<int64_t>(d));
+          flash_err += std::fabs(dout[d]) * (fwd.out[at] + gamma_dv * std::fabs(o.out[at]));
+        }
+        delta_err = std::max(delta_err, flash_err);
+
+        std::fill(err_q.begin(), err_q.end(), 0.0);
+        std::fill(mag_q.begin(), mag_q.end(), 0.0);
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const auto jj = static_cast<size_t>(j);
+          const size_t w = weight_index(p, b, h, i, j);
+          const double a = o.weights[w];
+          const double W = fwd.weights[w];
+          const double centred = std::fabs(da[jj] - delta);
+          // Stage dS_j = a_j (dA_j - delta):
+          //   W_j |dA_j - delta|       the weight's error times its factor;
+          //   a_j (E_j + delta_err)    the factor's inputs' errors;
+          //   u a_j (|dA_j| + |delta| + |dA_j - delta|)  the roundings of
+          //     either order: subtract then multiply (u |dA_j - delta| twice)
+          //     or a_j dA_j - a_j delta (u a_j |dA_j|, u a_j |delta|, then
+          //     u |dS_j|); this sum bounds both;
+          //   2 eta_a                  the products that may underflow.
+          const double ds = a * (da[jj] - delta);
+          double e_ds = W * centred + a * (e_da[jj] + delta_err) +
+                        u * a * (std::fabs(da[jj]) + std::fabs(delta) + centred) + 2 * eta_a;
+          double dtj = ds;
+          if (p.softcap > 0) {
+            // Stage dT_j = dS_j f_j with f_j = 1 - y_j^2, y_j = tanh(t_j / c).
+            // The computed y errs by Y: the raw logit's dot product error
+            // gamma_dot S_j carried by dy/dt = f / c; the tanh's e ulps (2e u)
+            // and the rounding of t / c (u |y|, since x sech^2 x <= tanh x);
+            // and, for an implementation that recovers y from the stored
+            // logit as (s - bias) / c, the roundings of c y, of the bias's
+            // addition and subtraction and of the division: 2 u |y| more
+            // plus u |s_j| / c for the addition. (2e + 4) u |y| covers both.
+            const double c = p.softcap;
+            const double s = o.scores[w];
+            const double y = (s - p.bias_at(b, h, i, j)) / c;
+            const double f = 1 - y * y;
+            const double Y = f * gamma_dot * o.abs_dot[w] / c + (2 * e + 4) * u * std::fabs(y) +
+                             u * std::fabs(s) / c;
+            // f^ errs by |y^2 - y^^2| <= Y (2 |y| + Y), plus the roundings
+            // of y^2 (u y^2) and of 1 - y^2 (u f), or of (1 - y)(1 + y)
+            // (3 u f): u y^2 + 3 u f covers both forms.
+            const double F = Y * (2 * std::fabs(y) + Y) + u * y * y + 3 * u * f;
+            // Without linearising: |dS^ f^ - dS f| <= e_dS (f + F) + |dS| F,
+            // then the product's rounding u |dS f| and its underflow.
+            e_ds = e_ds * (f + F) + std::fabs(ds) * F + u * std::fabs(ds) * f + eta_a;
+            dtj = ds * f;
+          }
+          dt[jj] = dtj;
+          e_dt[jj] = e_ds;
+
+          // dQ_i = sigma sum_j dT_j k_j: carried errors and magnitudes.
+          for (size_t d = 0; d < dk; ++d) {
+            const double kd = std::fabs(p.k.at(b, g, j, static_cast<int64_t>(d)));
+            err_q[d] += e_ds * kd;
+            mag_q[d] += std::fabs(dtj) * kd;
+          }
+          // dK_j and dV_j collect this query's terms.
+          const size_t kv = kv_base + jj;
+          m[kv] += 1;
+          for (size_t d = 0; d < dk; ++d) {
+            const double qd = std::fabs(p.q.at(b, h, i, static_cast<int64_t>(d)));
+            err_k[kv * dk + d] += e_ds * qd;
+            mag_k[kv * dk + d] += std::fabs(dtj) * qd;
+          }
+          for (size_t d = 0; d < dv; ++d) {
+            err_v[kv * dv + d] += W * std::fabs(dout[d]);
+            mag_v[kv * dv + d] += a * std::fabs(dout[d]);
+          }
+        }
+        // dQ_i: sigma times the carried errors and the sum's roundings over
+        // sum_j |dT_j k_j| (gamma_{n+2}: n products, n - 1 sums, sigma's
+        // rounding and the product by it, in any order); n products and the
+        // product by sigma may underflow; the final rounding and underflow.
+        for (size_t d = 0; d < dk; ++d) {
+          const size_t at = row * dk + d;
+          tol.dq[at] = 1.25 * (sigma * (err_q[d] + gamma_q * mag_q[d]) + (n * sigma + 1) * eta_a +
+                               u_out * std::fabs(o.dq[at]) + eta_o);
+        }
+      }
+    }
+  }
+
+  // dK_j and dV_j sum over the m_j queries (of every head of the group)
+  // that allow key j: the same shape of bound as dQ_i with m_j terms; dV has
+  // no sigma (gamma_{m_j}, which gamma_{m_j + 2} covers).
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      bool ill = false;
+      for (size_t j = 0; j < tk; ++j) {
+        const size_t kv = static_cast<size_t>(b * p.kv_heads + g) * tk + j;
+        const double gamma_m = gamma(m[kv] + 2, u);
+        ill = ill || gamma_m > kFirstOrderLimit;
+        for (size_t d = 0; d < dk; ++d) {
+          const size_t at = kv * dk + d;
+          tol.dk[at] = 1.25 * (sigma * (err_k[at] + gamma_m * mag_k[at]) +
+                               (m[kv] * sigma + 1) * eta_a + u_out * std::fabs(o.dk[at]) + eta_o);
+        }
+        for (size_t d = 0; d < dv; ++d) {
+          const size_t at = kv * dv + d;
+          tol.dv[at] = 1.25 * (err_v[at] + gamma_m * mag_v[at] + m[kv] * eta_a +
+                               u_out * std::fabs(o.dv[at]) + eta_o);
+        }
+      }
+      // A K/V row's sum beyond first order makes every query row of the
+      // group unjudgeable (they all feed it).
+      if (!ill) continue;
+      for (int64_t h = 0; h < p.heads; ++h) {
+        if (p.kv_head(h) != g) continue;
+        for (int64_t i = 0; i < p.tq; ++i) {
+          const size_t row = row_index(p, b, h, i);
+          if (tol.ill_conditioned[row] || o.row_empty[row]) continue;
+          tol.ill_conditioned[row] = 1;
+          ++tol.ill_conditioned_rows;
+        }
+      }
+    }
+  }
+  return tol;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,89 @@
+// GradientsMatchOracle: dQ, dK, dV of an implementation's backward pass
+// against the oracle's, element by element, within the gradient tolerances
+// of grad_tolerance.cpp.
+
+#include <cmath>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+// An integer in [-n, n] shrinking towards 0 through 1, -1, 2, -2, ...
+double zigzag(int n) {
+  const int k = *rc::gen::inRange(0, 2 * n + 1);
+  return k % 2 ? (k + 1) / 2 : -(k / 2);
+}
+
+// dO for p: small integers in [-3, 3] or dyadics on a 2^-4 grid in [-1, 1],
+// exactly representable in every format, shrinking towards 0 (a dO of
+// zeros has zero gradients, the simplest case).
+std::vector<double> draw_dout(const Problem& p) {
+  const bool dyadic = *rc::gen::arbitrary<bool>();
+  std::vector<double> x(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv));
+  for (double& e : x) e = round_to(p.dtype, dyadic ? std::ldexp(zigzag(16), -4) : zigzag(3));
+  return x;
+}
+
+// Calls backward: an exception or a reported error fails the case (the
+// generated problems have no empty rows), unsupported discards it, and
+// gradients of the wrong size fail it.
+BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
+  BackwardResult r;
+  try {
+    r = ctx.impl().backward(p);
+  } catch (const std::exception& e) {
+    ctx.fail(fmt::format("the implementation's backward threw: {}", e.what()));
+  } catch (...) {
+    ctx.fail("the implementation's backward threw a non-standard exception");
+  }
+  if (r.status == Status::unsupported) ctx.discard("unsupported by the implementation");
+  if (r.status == Status::error) {
+    ctx.fail("backward reported an error on a problem without empty rows: " + r.error);
+  }
+  const auto check = [&](const char* name, size_t got, int64_t expected) {
+    if (got != static_cast<size_t>(expected)) {
+      ctx.fail(fmt::format("{} has {} elements, expected {}", name, got, expected));
+    }
+  };
+  check("dq", r.dq.size(), p.batch * p.heads * p.tq * p.dk);
+  check("dk", r.dk.size(), p.batch * p.kv_heads * p.tk * p.dk);
+  check("dv", r.dv.size(), p.batch * p.kv_heads * p.tk * p.dv);
+  return r;
+}
+
+// The case's problem carries its dO.
+Case draw_gradients(CaseContext& ctx) {
+  Problem p = *gen::problem(ctx.spec());
+  p.dout = draw_dout(p);
+  return {p};
+}
+
+void judge_gradients(CaseContext& ctx, const Case& cs) {
+  const Problem& p = cs.problem;
+  const BackwardResult r = call_backward(ctx, p);
+  const OracleResult o = oracle(p);
+  if (!o.uncertified.empty()) ctx.discard("oracle uncertified");
+  const GradTolerances t = grad_tolerances(p, o, ctx.info().precision);
+  if (t.ill_conditioned_rows > 0) ctx.discard("ill-conditioned (beyond first-order analysis)");
+  Comparison c;
+  c.add("dq", {p.batch, p.heads, p.tq, p.dk}, r.dq, o.dq, t.dq);
+  c.add("dk", {p.batch, p.kv_heads, p.tk, p.dk}, r.dk, o.dk, t.dk);
+  c.add("dv", {p.batch, p.kv_heads, p.tk, p.dv}, r.dv, o.dv, t.dv);
+  ctx.expect(c, "gradients differ from the oracle's");
+}
+
+}  // namespace
+
+PropertyDef gradients_property() {
+  return case_property(
+      "GradientsMatchOracle",
+      "dQ, dK, dV within their tolerance of the oracle's (implementations with backward)", 100,
+      needs_features(ATTNCHECK_FEATURE_BACKWARD, "FEATURE_BACKWARD (no backward pass)"),
+      draw_gradients, judge_gradients);
+}
+
+}  // namespace attncheck

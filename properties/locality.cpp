@@ -1,0 +1,214 @@
+// What a query may depend on: CausalPrefixIndependence, WindowLocality,
+// BatchHeadIndependence, GroupedQueryEquivalence.
+
+#include <fmt/format.h>
+
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+// A different value of the same format for every input (1 - x != x but for
+// x = 1/2, which the generators never draw).
+double changed_value(DType dtype, double x) { return round_to(dtype, 1.0 - x); }
+
+void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
+  for (int64_t d = 0; d < p.dk; ++d) p.k.at(b, g, j, d) = changed_value(p.dtype, p.k.at(b, g, j, d));
+  for (int64_t d = 0; d < p.dv; ++d) p.v.at(b, g, j, d) = changed_value(p.dtype, p.v.at(b, g, j, d));
+}
+
+Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
+  const Problem p = *gen::problem(spec);
+  const int64_t b = *rc::gen::inRange<int64_t>(0, p.batch);
+  const int64_t h = *rc::gen::inRange<int64_t>(0, p.heads);
+  const int64_t i = *rc::gen::inRange<int64_t>(0, p.tq);
+  (void)ctx;
+  return {p, {{"row", {b, h, i}}}};
+}
+
+std::array<int64_t, 3> row_of(const Case& c) {
+  const auto row = c.args.at("row").get<std::vector<int64_t>>();
+  return {row.at(0), row.at(1), row.at(2)};
+}
+
+void judge_causal(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const auto [b0, h0, i0] = row_of(c);
+  const ForwardResult r = ctx.call_ok(p);
+  // Keys after row i0's last causally allowed key.
+  std::vector<int64_t> keys;
+  for (int64_t j = std::max<int64_t>(0, p.position(i0) + 1); j < p.tk; ++j) keys.push_back(j);
+  expect_unseen_keys_ignored(
+      ctx, p, r, b0, p.kv_head(h0), keys,
+      [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
+      fmt::format("changing keys after position {} (row {} of [b={}, h={}]) changes earlier "
+                  "queries",
+                  p.position(i0), i0, b0, h0));
+}
+
+bool in_window(const Problem& p, int64_t i, int64_t j) {
+  const int64_t pos = p.position(i);
+  return (p.window_left < 0 || j >= pos - p.window_left) &&
+         (p.window_right < 0 || j <= pos + p.window_right);
+}
+
+void judge_window(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const auto [b0, h0, i0] = row_of(c);
+  const ForwardResult r = ctx.call_ok(p);
+  Comparison cmp;
+  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            if (!in_window(p, i, j))
+              cmp.add_element({"weights (outside the window)", {b, h, i, j}, 0.0,
+                               r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
+  }
+  if (ctx.info().has(ATTNCHECK_FEATURE_MASK)) {
+    // Window attention equals global attention under the band mask.
+    Problem banded = p;
+    banded.window_left = banded.window_right = -1;
+    Broadcast<uint8_t> band{p.batch, p.heads, std::vector<uint8_t>(static_cast<size_t>(p.score_elements()))};
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            band.at(b, h, i, j, p.tq, p.tk) =
+                in_window(p, i, j) && (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk));
+    banded.mask = band;
+    const ForwardResult rb = ctx.call_ok(banded);
+    const auto [o, t] = ctx.reference(p);
+    add_pairwise(cmp, "out (global attention with the band mask)", p, r.out, rb.out, t.out);
+  }
+  if (!cmp.ok()) ctx.expect(cmp, "the window is not a band mask");
+  std::vector<int64_t> keys;
+  for (int64_t j = 0; j < p.tk; ++j)
+    if (!in_window(p, i0, j)) keys.push_back(j);
+  expect_unseen_keys_ignored(ctx, p, r, b0, p.kv_head(h0), keys,
+                             [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
+                             fmt::format("keys outside the window of row {} influence rows "
+                                         "whose window excludes them",
+                                         i0));
+}
+
+Case draw_slice(CaseContext& ctx) {
+  const Problem p = *gen::problem(ctx.spec());
+  const bool by_head = *rc::gen::arbitrary<bool>();
+  const int64_t index = by_head ? *rc::gen::inRange<int64_t>(0, p.kv_heads)
+                                : *rc::gen::inRange<int64_t>(0, p.batch);
+  return {p, {{"changed", by_head ? "kv_head" : "batch"}, {"index", index}}};
+}
+
+void judge_slice(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const bool by_head = c.args.at("changed") == "kv_head";
+  const int64_t index = c.args.at("index");
+  const auto changed_slice = [&](int64_t b, int64_t h) {
+    return by_head ? p.kv_head(h) == index : b == index;
+  };
+  Problem q = p;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads; ++h)
+      if (changed_slice(b, h))
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t d = 0; d < p.dk; ++d) q.q.at(b, h, i, d) = changed_value(p.dtype, p.q.at(b, h, i, d));
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      if (by_head ? g == index : b == index)
+        for (int64_t j = 0; j < p.tk; ++j) change_key(q, b, g, j);
+  }
+  const ForwardResult r = ctx.call_ok(p);
+  const ForwardResult rq = ctx.call_ok(q);
+  Comparison cmp;
+  add_bitwise_rows(cmp, "out (another slice changed)", p, r.out, rq.out,
+                   [&](int64_t b, int64_t h, int64_t) { return !changed_slice(b, h); });
+  if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !cmp.ok()) {
+    const auto [o, t] = ctx.reference(p);
+    Comparison tol_cmp;
+    add_pairwise(tol_cmp, "out (another slice changed)", p, r.out, rq.out, t.out);
+    ctx.expect(tol_cmp, "changing one slice changes another");
+    return;
+  }
+  ctx.expect(cmp, fmt::format("changing {} {} changes another slice's output",
+                              by_head ? "K/V head" : "batch entry", index));
+}
+
+void judge_gqa(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  // Multi-head attention with each K/V head repeated for its group.
+  Problem mha = Problem::zeros(p.dtype, p.batch, p.heads, p.heads, p.tq, p.tk, p.dk, p.dv);
+  mha.q = p.contiguous().q;
+  mha.key_valid = p.key_valid;
+  mha.mask = p.mask;
+  mha.bias = p.bias;
+  mha.causal = p.causal;
+  mha.align = p.align;
+  mha.window_left = p.window_left;
+  mha.window_right = p.window_right;
+  mha.scale = p.scale;
+  mha.softcap = p.softcap;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t j = 0; j < p.tk; ++j) {
+        for (int64_t d = 0; d < p.dk; ++d) mha.k.at(b, h, j, d) = p.k.at(b, p.kv_head(h), j, d);
+        for (int64_t d = 0; d < p.dv; ++d) mha.v.at(b, h, j, d) = p.v.at(b, p.kv_head(h), j, d);
+      }
+  const ForwardResult r = ctx.call_ok(p);
+  const ForwardResult rm = ctx.call_ok(mha);
+  const auto [o, t] = ctx.reference(p);
+  Comparison cmp;
+  add_pairwise(cmp, "out (K/V repeated per query head)", p, rm.out, r.out, t.out);
+  ctx.expect(cmp, "grouped-query attention differs from MHA with repeated K/V heads");
+}
+
+}  // namespace
+
+PropertyDef causal_prefix_property() {
+  return case_property(
+      "CausalPrefixIndependence",
+      "with a causal mask, keys/values after a query's last allowed key do not change its "
+      "output (bitwise); both alignments, tq != tk included",
+      100, needs_features(ATTNCHECK_FEATURE_CAUSAL, "FEATURE_CAUSAL"),
+      [](CaseContext& ctx) {
+        gen::GenSpec spec = ctx.spec();
+        spec.require_causal = true;
+        return draw_with_row(ctx, spec);
+      },
+      judge_causal);
+}
+
+PropertyDef window_property() {
+  return case_property(
+      "WindowLocality",
+      "keys outside the window have zero weight and no influence (bitwise); window attention "
+      "equals global attention with the band mask",
+      100, needs_features(ATTNCHECK_FEATURE_WINDOW, "FEATURE_WINDOW"),
+      [](CaseContext& ctx) {
+        gen::GenSpec spec = ctx.spec();
+        spec.require_window = true;
+        return draw_with_row(ctx, spec);
+      },
+      judge_window);
+}
+
+PropertyDef batch_head_property() {
+  return case_property("BatchHeadIndependence",
+                       "changing one batch entry, or one K/V head with its query heads, "
+                       "changes no other slice's output (bitwise)",
+                       100, always_applies, draw_slice, judge_slice);
+}
+
+PropertyDef gqa_property() {
+  return case_property("GroupedQueryEquivalence",
+                       "GQA equals MHA with each K/V head repeated for its group of query heads",
+                       100, needs_features(ATTNCHECK_FEATURE_GQA, "FEATURE_GQA"),
+                       [](CaseContext& ctx) {
+                         gen::GenSpec spec = ctx.spec();
+                         spec.require_gqa = true;
+                         return Case{*gen::problem(spec)};
+                       },
+                       judge_gqa);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,130 @@
+// Properties of the weighted sum of values: ConstantValuesReproduced,
+// OutputInConvexHull, ValueLinearity.
+
+#include <cmath>
+
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+std::vector<int64_t> out_shape(const Problem& p) { return {p.batch, p.heads, p.tq, p.dv}; }
+
+Case draw_constant(CaseContext& ctx) {
+  Problem p = *gen::problem(ctx.spec());
+  // Every key of a (b, K/V head) slice gets the value vector of its first key.
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      for (int64_t j = 1; j < p.tk; ++j)
+        for (int64_t d = 0; d < p.dv; ++d) p.v.at(b, g, j, d) = p.v.at(b, g, 0, d);
+  return {p};
+}
+
+void judge_constant(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const ForwardResult r = ctx.call_ok(p);
+  const auto [o, t] = ctx.reference(p);
+  std::vector<double> expected(o.out.size());
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d)
+          expected[out_index(p, b, h, i, d)] = p.v.at(b, p.kv_head(h), 0, d);
+  Comparison cmp;
+  cmp.add("out", out_shape(p), r.out, expected, t.out);
+  ctx.expect(cmp, "equal values are not reproduced");
+}
+
+void judge_convex_hull(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const ForwardResult r = ctx.call_ok(p);
+  const auto [o, t] = ctx.reference(p);
+  Comparison cmp;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d) {
+          double lo = INFINITY, hi = -INFINITY;
+          for (int64_t j = 0; j < p.tk; ++j) {
+            if (!p.allowed(b, h, i, j)) continue;
+            lo = std::min(lo, p.v.at(b, p.kv_head(h), j, d));
+            hi = std::max(hi, p.v.at(b, p.kv_head(h), j, d));
+          }
+          const size_t k = out_index(p, b, h, i, d);
+          // Distance outside [lo, hi], against the output's own tolerance.
+          cmp.add_element({"out (outside [min, max] of allowed v)", {b, h, i, d},
+                           std::clamp(r.out[k], lo, hi), r.out[k], 0, t.out[k], 0});
+        }
+  ctx.expect(cmp, "outputs leave the convex hull of the values");
+}
+
+constexpr double kCoefficients[] = {1.0, -1.0, 2.0, 0.5, -2.0, 0.25};
+
+// V2 is V1 with the keys of each slice in reverse order; the coefficients
+// are powers of two, so a f1 and b f2 are exact.
+Problem with_values(const Problem& p, double a, double b) {
+  Problem out = p;
+  for (int64_t bb = 0; bb < p.batch; ++bb)
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      for (int64_t j = 0; j < p.tk; ++j)
+        for (int64_t d = 0; d < p.dv; ++d) {
+          const double v1 = p.v.at(bb, g, j, d), v2 = p.v.at(bb, g, p.tk - 1 - j, d);
+          out.v.at(bb, g, j, d) = a * v1 + b * v2;
+        }
+  return out;
+}
+
+Case draw_linearity(CaseContext& ctx) {
+  const Problem p = *gen::problem(ctx.spec());
+  const double a = kCoefficients[*rc::gen::inRange(0, 6)];
+  const double b = kCoefficients[*rc::gen::inRange(0, 6)];
+  return {p, {{"a", a}, {"b", b}, {"v2", "the keys of V in reverse order"}}};
+}
+
+void judge_linearity(CaseContext& ctx, const Case& c) {
+  const Problem& p1 = c.problem;
+  const double a = c.args.at("a"), b = c.args.at("b");
+  const Problem p2 = with_values(p1, 0.0, 1.0);
+  const Problem p3 = with_values(p1, a, b);
+  for (double x : p3.v.data)
+    if (!std::isnan(x) && !representable(p1.dtype, x)) ctx.discard("a V1 + b V2 not representable");
+  const ForwardResult r1 = ctx.call_ok(p1), r2 = ctx.call_ok(p2), r3 = ctx.call_ok(p3);
+  const auto [o1, t1] = ctx.reference(p1);
+  const auto [o2, t2] = ctx.reference(p2);
+  const auto [o3, t3] = ctx.reference(p3);
+  std::vector<double> expected(r3.out.size()), tol(r3.out.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    expected[k] = a * r1.out[k] + b * r2.out[k];
+    // Each answer within its tolerance of the exact value, and the exact
+    // values are linear; one rounding of the sum of the two exact products.
+    tol[k] = t3.out[k] + std::fabs(a) * t1.out[k] + std::fabs(b) * t2.out[k] +
+             unit_roundoff(DType::f64) * std::fabs(expected[k]);
+  }
+  Comparison cmp;
+  cmp.add("out (f(a V1 + b V2) vs a f(V1) + b f(V2))", out_shape(p1), r3.out, expected, tol);
+  ctx.expect(cmp, "the output is not linear in the values");
+}
+
+}  // namespace
+
+PropertyDef constant_values_property() {
+  return case_property("ConstantValuesReproduced",
+                       "if every allowed v_j equals v then o_i = v within tolerance", 100,
+                       always_applies, draw_constant, judge_constant);
+}
+
+PropertyDef convex_hull_property() {
+  return case_property(
+      "OutputInConvexHull",
+      "each o_i[d] lies within [min, max] of the allowed v_j[d], widened by its own tolerance",
+      100, always_applies, [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
+      judge_convex_hull);
+}
+
+PropertyDef value_linearity_property() {
+  return case_property("ValueLinearity",
+                       "f(Q, K, a V1 + b V2) = a f(Q, K, V1) + b f(Q, K, V2) within tolerance",
+                       100, always_applies, draw_linearity, judge_linearity);
+}
+
+}  // namespace attncheck
