@@ -279,6 +279,35 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
       }
     }
   }
+  // A bound that is not finite means an intermediate (dA = dO V^T, dS, a
+  // sum of them) passes the largest finite value: beyond the analysis, for
+  // every row of the (b, K/V head) group that feeds it.
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      bool finite = true;
+      for (int64_t j = 0; j < p.tk; ++j) {
+        const size_t kv = static_cast<size_t>((b * p.kv_heads + g) * p.tk + j);
+        for (size_t d = 0; d < dk; ++d) finite = finite && std::isfinite(tol.dk[kv * dk + d]);
+        for (size_t d = 0; d < dv; ++d) finite = finite && std::isfinite(tol.dv[kv * dv + d]);
+      }
+      for (int64_t h = 0; h < p.heads; ++h) {
+        if (p.kv_head(h) != g) continue;
+        for (int64_t i = 0; i < p.tq; ++i) {
+          const size_t row = row_index(p, b, h, i);
+          for (size_t d = 0; d < dk; ++d) finite = finite && std::isfinite(tol.dq[row * dk + d]);
+        }
+      }
+      if (finite) continue;
+      for (int64_t h = 0; h < p.heads; ++h) {
+        if (p.kv_head(h) != g) continue;
+        for (int64_t i = 0; i < p.tq; ++i) {
+          const size_t row = row_index(p, b, h, i);
+          if (tol.ill_conditioned[row] || o.row_empty[row]) continue;
+          tol.ill_conditioned[row] = 1;
+          ++tol.ill_conditioned_rows;
+        }
+      }
+    }
   return tol;
 }
 

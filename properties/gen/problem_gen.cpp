@@ -37,8 +37,23 @@ uint8_t mostly_allowed() {
   return *rc::gen::resize(100, rc::gen::weightedElement<uint8_t>({{3, uint8_t{1}}, {1, uint8_t{0}}}));
 }
 
-std::vector<double> values(int64_t n, DType dtype) {
-  const auto regime = static_cast<Regime>(pick(7));
+Coverage* coverage = nullptr;  // set by CoverageScope
+
+void count(const std::string& what) {
+  if (coverage) ++coverage->counts[what];
+}
+
+constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "large",
+                                        "huge",      "one_hot",   "all_equal", "near_tied"};
+
+// Values of one tensor from one regime. `huge_exponent` is the tensor's own
+// safe limit: for q and k the largest power of two that keeps scores within
+// the first-order analysis, for v the largest that keeps sums of tk values
+// finite.
+std::vector<double> values(int64_t n, DType dtype, int huge_exponent) {
+  const auto regime = static_cast<Regime>(pick(8));
+  count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
+  if (coverage) ++coverage->tensors;
   std::vector<double> x(static_cast<size_t>(n), 0.0);
   switch (regime) {
     case Regime::small_int:
@@ -59,6 +74,9 @@ std::vector<double> values(int64_t n, DType dtype) {
       for (double& e : x) e = std::ldexp(small_int(3), exponent);
       break;
     }
+    case Regime::huge:  // small integers times 2^huge_exponent, shrinking down
+      for (double& e : x) e = std::ldexp(small_int(3), huge_exponent - static_cast<int>(pick(4)));
+      break;
     case Regime::one_hot:
       x[static_cast<size_t>(pick(n))] = *inRange(1, 4);
       break;
@@ -156,60 +174,93 @@ Broadcast<T> broadcast(const Problem& p, Draw draw) {
   return m;
 }
 
+// One part of a problem as one RapidCheck ingredient. RapidCheck replays a
+// shrink by position in the sequence of draws; a part whose size depends on
+// earlier draws (a tensor of tq rows, a window's two bounds) would shift
+// every later draw when those shrink. As one ingredient each, parts keep
+// their positions, so shrinking tq leaves K and V as they were.
+template <typename F>
+auto part(F f) {
+  return *rc::gen::exec(std::move(f));
+}
+
+struct Dims {
+  int64_t batch, heads, kv_heads, tq, tk, dk, dv;
+};
+
+struct Structure {
+  bool causal = false, window = false;
+  Align align = Align::top_left;
+  int64_t left = -1, right = -1;
+};
+
 Problem draw_problem(const GenSpec& spec) {
   const Features f = spec.features;
-  const Limits& lim = spec.limits;
   const auto has = [f](Features bit) { return (f & bit) != 0; };
 
-  const int64_t batch = *inRange<int64_t>(1, spec.max_bh + 1);
-  int64_t heads = *inRange<int64_t>(1, spec.max_bh + 1);
-  if (lim.max_batch_heads > 0) heads = std::max<int64_t>(1, std::min(heads, lim.max_batch_heads / batch));
-  if (spec.require_gqa) heads = std::max<int64_t>(heads, 2);
-  int64_t kv_heads = heads;
-  if (has(ATTNCHECK_FEATURE_GQA)) {
-    std::vector<int64_t> divisors;  // heads first: plain MHA is the simplest
-    for (int64_t d = spec.require_gqa ? heads / 2 : heads; d >= 1; --d)
-      if (heads % d == 0) divisors.push_back(d);
-    kv_heads = divisors[static_cast<size_t>(pick(static_cast<int64_t>(divisors.size())))];
-  }
-  int64_t tq = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tq) + 1);
-  const int64_t tk = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tk) + 1);
-  const auto dks = allowed_dims(lim.dk_min, limited(spec.max_d, lim.dk_max), lim.dk_multiple);
-  const int64_t dk = dks[static_cast<size_t>(grow(static_cast<int64_t>(dks.size())))];
-  const int64_t dv = lim.dv_equals_dk ? dk : *inRange<int64_t>(1, spec.max_d + 1);
+  Dims n = part([spec, has] {
+    const Limits& lim = spec.limits;
+    Dims d{};
+    d.batch = *inRange<int64_t>(1, spec.max_bh + 1);
+    d.heads = *inRange<int64_t>(1, spec.max_bh + 1);
+    if (lim.max_batch_heads > 0) d.heads = std::max<int64_t>(1, std::min(d.heads, lim.max_batch_heads / d.batch));
+    if (spec.require_gqa) d.heads = std::max<int64_t>(d.heads, 2);
+    d.kv_heads = d.heads;
+    if (has(ATTNCHECK_FEATURE_GQA)) {
+      std::vector<int64_t> divisors;  // heads first: plain MHA is the simplest
+      for (int64_t k = spec.require_gqa ? d.heads / 2 : d.heads; k >= 1; --k)
+        if (d.heads % k == 0) divisors.push_back(k);
+      d.kv_heads = divisors[static_cast<size_t>(pick(static_cast<int64_t>(divisors.size())))];
+    }
+    d.tq = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tq) + 1);
+    d.tk = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tk) + 1);
+    const auto dks = allowed_dims(lim.dk_min, limited(spec.max_d, lim.dk_max), lim.dk_multiple);
+    d.dk = dks[static_cast<size_t>(grow(static_cast<int64_t>(dks.size())))];
+    d.dv = lim.dv_equals_dk ? d.dk : *inRange<int64_t>(1, spec.max_d + 1);
+    return d;
+  });
 
-  std::vector<Align> aligns;
-  if (has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) aligns.push_back(Align::top_left);
-  if (has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) aligns.push_back(Align::bottom_right);
-  if (aligns.empty()) aligns.push_back(Align::top_left);
-
-  const bool causal = has(ATTNCHECK_FEATURE_CAUSAL) && (spec.require_causal || coin());
-  const bool window = has(ATTNCHECK_FEATURE_WINDOW) && (spec.require_window || coin());
-  const Align align = (causal || window)
-                          ? aligns[static_cast<size_t>(pick(static_cast<int64_t>(aligns.size())))]
-                          : aligns.front();
+  const Structure st = part([spec, has, tk = n.tk] {
+    std::vector<Align> aligns;
+    if (has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) aligns.push_back(Align::top_left);
+    if (has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) aligns.push_back(Align::bottom_right);
+    if (aligns.empty()) aligns.push_back(Align::top_left);
+    Structure s;
+    s.causal = has(ATTNCHECK_FEATURE_CAUSAL) && (spec.require_causal || coin());
+    s.window = has(ATTNCHECK_FEATURE_WINDOW) && (spec.require_window || coin());
+    s.align = (s.causal || s.window)
+                  ? aligns[static_cast<size_t>(pick(static_cast<int64_t>(aligns.size())))]
+                  : aligns.front();
+    if (s.window) {
+      s.left = pick(tk + 1) - 1;
+      s.right = pick(tk + 1) - 1;
+    }
+    return s;
+  });
   // Bottom-right causal leaves the first tq - tk queries without keys.
-  if (causal && align == Align::bottom_right) tq = std::min(tq, tk);
+  if (st.causal && st.align == Align::bottom_right) n.tq = std::min(n.tq, n.tk);
 
-  Problem p = Problem::zeros(spec.dtype, batch, heads, kv_heads, tq, tk, dk, dv);
-  p.causal = causal;
-  p.align = align;
-  if (window) {
-    p.window_left = pick(tk + 1) - 1;
-    p.window_right = pick(tk + 1) - 1;
-  }
-  if (has(ATTNCHECK_FEATURE_KEY_VALID) && coin()) {
-    p.key_valid.resize(static_cast<size_t>(batch * tk));
-    for (uint8_t& x : p.key_valid) x = mostly_allowed();
-  }
-  if (has(ATTNCHECK_FEATURE_MASK) && coin()) {
-    p.mask = broadcast<uint8_t>(p, mostly_allowed);
-  }
-  if (has(ATTNCHECK_FEATURE_BIAS) && coin()) {
-    p.bias = broadcast<double>(p, [&] {
-      return round_to(spec.dtype, std::ldexp(small_int(16), -3));
-    });
-  }
+  Problem p = Problem::zeros(spec.dtype, n.batch, n.heads, n.kv_heads, n.tq, n.tk, n.dk, n.dv);
+  p.causal = st.causal;
+  p.align = st.align;
+  p.window_left = st.left;
+  p.window_right = st.right;
+  p.key_valid = part([has, size = n.batch * n.tk] {
+    std::vector<uint8_t> kv;
+    if (has(ATTNCHECK_FEATURE_KEY_VALID) && coin()) {
+      kv.resize(static_cast<size_t>(size));
+      for (uint8_t& x : kv) x = mostly_allowed();
+    }
+    return kv;
+  });
+  p.mask = part([has, shape = p] () -> std::optional<Broadcast<uint8_t>> {
+    if (!has(ATTNCHECK_FEATURE_MASK) || !coin()) return std::nullopt;
+    return broadcast<uint8_t>(shape, mostly_allowed);
+  });
+  p.bias = part([has, shape = p, dtype = spec.dtype]() -> std::optional<Broadcast<double>> {
+    if (!has(ATTNCHECK_FEATURE_BIAS) || !coin()) return std::nullopt;
+    return broadcast<double>(shape, [dtype] { return round_to(dtype, std::ldexp(small_int(16), -3)); });
+  });
   if (has(ATTNCHECK_FEATURE_SOFTCAP)) {
     const double caps[] = {0.0, 1.0, 5.0, 30.0};
     p.softcap = caps[pick(4)];
@@ -219,9 +270,37 @@ Problem draw_problem(const GenSpec& spec) {
     p.scale = scales[pick(5)];
   }
   const auto layout = static_cast<Layout>(has(ATTNCHECK_FEATURE_STRIDES) ? pick(3) : 0);
-  p.q = lay_out(values(batch * heads * tq * dk, spec.dtype), {batch, heads, tq, dk}, layout);
-  p.k = lay_out(values(batch * kv_heads * tk * dk, spec.dtype), {batch, kv_heads, tk, dk}, layout);
-  p.v = lay_out(values(batch * kv_heads * tk * dv, spec.dtype), {batch, kv_heads, tk, dv}, layout);
+  // Safe limits: |s| <= dk (3 2^e)^2 stays 4x below 0.01 / u (SPEC 4's
+  // first-order limit) for q and k; tk values of 3 2^e sum below the
+  // largest finite value for v.
+  const double first_order = std::log2(0.01 / unit_roundoff(spec.dtype));
+  const int qk_huge = static_cast<int>(std::floor(
+      (first_order - 2 - std::log2(9.0 * static_cast<double>(n.dk))) / 2));
+  const int v_huge = std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(n.tk));
+  const auto tensor = [dtype = spec.dtype](int64_t size, int huge) {
+    return part([=] { return values(size, dtype, huge); });
+  };
+  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, qk_huge), {n.batch, n.heads, n.tq, n.dk}, layout);
+  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge), {n.batch, n.kv_heads, n.tk, n.dk}, layout);
+  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge), {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  if (coverage) {
+    ++coverage->problems;
+    if (!st.causal && !st.window && p.key_valid.empty() && !p.mask) count("constraints none");
+    if (!p.key_valid.empty()) count("constraints key_padding");
+    if (p.mask) count("constraints mask");
+    if (st.causal) {
+      count(st.align == Align::top_left ? "constraints causal_top_left"
+                                        : "constraints causal_bottom_right");
+    }
+    if (st.window) count("constraints window");
+    if (p.bias) count("bias");
+    if (p.softcap > 0) count("softcap");
+    if (layout != Layout::contiguous) count("strided");
+    if (n.kv_heads != n.heads) count("gqa");
+    if (n.tq != n.tk) count("tq != tk");
+    if (n.tq == 1) count("tq = 1");
+    if (n.batch != n.heads) count("batch != heads");
+  }
   repair_empty_rows(p);
   return p;
 }
@@ -253,6 +332,9 @@ std::vector<EmptyBy> empty_methods(const GenSpec& spec) {
 }
 
 }  // namespace
+
+CoverageScope::CoverageScope(Coverage& c) { coverage = &c; }
+CoverageScope::~CoverageScope() { coverage = nullptr; }
 
 GenSpec spec_for(const ImplInfo& info, DType dtype) {
   GenSpec s;

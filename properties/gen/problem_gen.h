@@ -2,7 +2,9 @@
 // Generators of whole problems within an implementation's declared features,
 // dtypes and limits (SPEC section 3), for RapidCheck.
 
+#include <map>
 #include <ostream>
+#include <string>
 
 #include <rapidcheck.h>
 
@@ -16,7 +18,7 @@ struct GenSpec {
   DType dtype = DType::f64;
   Features features = 0;  ///< the implementation's, minus what a property excludes
   Limits limits;
-  int64_t max_t = 7;   ///< tq and tk range over [1, max_t] (limits permitting)
+  int64_t max_t = 9;   ///< tq and tk range over [1, max_t]: past blocks of 4 and 8
   int64_t max_d = 5;   ///< dk and dv range over [1, max_d]
   int64_t max_bh = 4;  ///< batch and heads range over [1, max_bh] (4 heads: GQA groups of 2)
   bool require_causal = false;  ///< always causal (needs FEATURE_CAUSAL)
@@ -38,7 +40,27 @@ Problem with_layout(const Problem& p, Layout layout);
 GenSpec spec_for(const ImplInfo& info, DType dtype);
 
 /// Value regimes of SPEC section 3, simplest first (shrinking goes there).
-enum class Regime { small_int, dyadic, normal, large, one_hot, all_equal, near_tied };
+enum class Regime { small_int, dyadic, normal, large, huge, one_hot, all_equal, near_tied };
+
+/// What the generator drew: "regime X" per tensor, and per problem the
+/// constraint kinds ("constraints none", "constraints key_padding", ...,
+/// "constraints causal_top_left"), "bias", "softcap", "strided", "gqa",
+/// "tq != tk", "tq = 1", "batch != heads".
+struct Coverage {
+  std::map<std::string, int64_t> counts;
+  int64_t problems = 0;
+  int64_t tensors = 0;
+};
+
+/// While alive, every problem drawn is counted into `c` (single-threaded:
+/// one scope at a time).
+class CoverageScope {
+ public:
+  explicit CoverageScope(Coverage& c);
+  ~CoverageScope();
+  CoverageScope(const CoverageScope&) = delete;
+  CoverageScope& operator=(const CoverageScope&) = delete;
+};
 
 /// The spec for an implementation in a dtype, with larger sizes under the
 /// thorough profile.

@@ -1,0 +1,126 @@
+// Tests of the generators: every value regime and constraint kind occurs
+// often, generated problems are valid and never have an empty row (except
+// where asked for), and shrinking reaches the simplest failing case.
+
+#include <gtest/gtest.h>
+
+#include <rapidcheck.h>
+
+#include "attncheck/registry.h"
+#include "properties/gen/problem_gen.h"
+
+namespace attncheck {
+namespace {
+
+constexpr int kSamples = 3000;
+
+// Draws kSamples problems at sizes spread over [0, 100), as a run does.
+template <typename Check>
+void sample(const gen::GenSpec& spec, bool empty_rows, Check check) {
+  rc::Random random(12345);
+  const auto g = empty_rows ? gen::problem_with_empty_row(spec) : gen::problem(spec);
+  for (int k = 0; k < kSamples; ++k) {
+    rc::Random r = random.split();
+    check(g(r, k % 100).value());
+  }
+}
+
+gen::GenSpec full_spec(DType dtype = DType::f64) {
+  return gen::spec_for(find_impl("loop_f64")->info(), dtype);
+}
+
+TEST(Generator, EveryRegimeAndConstraintKindOccursInAtLeastFivePercent) {
+  gen::Coverage coverage;
+  {
+    gen::CoverageScope scope(coverage);
+    sample(full_spec(), false, [](const Problem&) {});
+  }
+  ASSERT_EQ(coverage.problems, kSamples);
+  for (const char* regime : {"small_int", "dyadic", "normal", "large", "huge", "one_hot",
+                             "all_equal", "near_tied"}) {
+    const auto n = coverage.counts[std::string("regime ") + regime];
+    std::cout << "regime " << regime << ": " << 100.0 * n / coverage.tensors << "% of tensors\n";
+    EXPECT_GE(n, coverage.tensors / 20) << regime;
+  }
+  for (const char* kind :
+       {"constraints none", "constraints key_padding", "constraints mask",
+        "constraints causal_top_left", "constraints causal_bottom_right", "constraints window",
+        "bias", "softcap", "strided", "gqa", "tq != tk", "tq = 1", "batch != heads"}) {
+    const auto n = coverage.counts[kind];
+    std::cout << kind << ": " << 100.0 * n / coverage.problems << "% of problems\n";
+    EXPECT_GE(n, coverage.problems / 20) << kind;
+  }
+}
+
+TEST(Generator, ProblemsAreValidWithinFeaturesAndNeverHaveEmptyRows) {
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    sample(full_spec(dtype), false, [&](const Problem& p) {
+      ASSERT_NO_THROW(p.validate());
+      ASSERT_FALSE(p.has_empty_rows());
+      ASSERT_EQ(p.dtype, dtype);
+    });
+  }
+  // Without features, nothing but plain attention is drawn.
+  gen::GenSpec plain = full_spec();
+  plain.features = 0;
+  sample(plain, false, [](const Problem& p) {
+    EXPECT_TRUE(p.key_valid.empty() && !p.mask && !p.bias && !p.causal);
+    EXPECT_EQ(p.window_left, -1);
+    EXPECT_EQ(p.softcap, 0.0);
+    EXPECT_EQ(p.kv_heads, p.heads);
+    EXPECT_EQ(p.scale, Problem::default_scale(p.dk));
+    EXPECT_EQ(p.q.strides, contiguous_strides(p.batch, p.heads, p.tq, p.dk));
+  });
+}
+
+TEST(Generator, LimitsAreRespected) {
+  gen::GenSpec spec = full_spec();
+  spec.limits.dk_min = 2;
+  spec.limits.dk_multiple = 2;
+  spec.limits.dk_max = 4;
+  spec.limits.dv_equals_dk = true;
+  spec.limits.max_tq = 3;
+  sample(spec, false, [](const Problem& p) {
+    EXPECT_TRUE(p.dk == 2 || p.dk == 4) << p.dk;
+    EXPECT_EQ(p.dv, p.dk);
+    EXPECT_LE(p.tq, 3);
+  });
+}
+
+TEST(Generator, EmptyRowProblemsAlwaysHaveOne) {
+  sample(full_spec(), true, [](const Problem& p) {
+    ASSERT_NO_THROW(p.validate());
+    ASSERT_TRUE(p.has_empty_rows());
+  });
+}
+
+// A property that fails as soon as two keys differ must shrink to the
+// smallest such problem: one query, two keys, dk = 1, values 0 and +-1.
+TEST(Generator, ShrinksToTheSimplestCounterexample) {
+  gen::GenSpec spec = full_spec();
+  Problem last;
+  const auto result = rc::detail::checkTestable([&] {
+    const Problem p = *gen::problem(spec);
+    bool differ = false;
+    for (int64_t j = 1; j < p.tk; ++j)
+      for (int64_t d = 0; d < p.dk; ++d) differ = differ || p.k.at(0, 0, j, d) != p.k.at(0, 0, 0, d);
+    if (differ) {
+      last = p;
+      RC_FAIL("keys differ");
+    }
+  });
+  ASSERT_TRUE(result.template is<rc::detail::FailureResult>());
+  EXPECT_EQ(last.batch, 1);
+  EXPECT_EQ(last.heads, 1);
+  EXPECT_EQ(last.tq, 1);
+  EXPECT_EQ(last.tk, 2);
+  EXPECT_EQ(last.dk, 1);
+  EXPECT_EQ(last.dv, 1);
+  EXPECT_FALSE(last.mask.has_value());
+  EXPECT_TRUE(last.key_valid.empty());
+  const double a = last.k.at(0, 0, 0, 0), b = last.k.at(0, 0, 1, 0);
+  EXPECT_EQ(std::fabs(a) + std::fabs(b), 1.0) << a << " " << b;
+}
+
+}  // namespace
+}  // namespace attncheck
