@@ -15,6 +15,7 @@
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
 #include "attncheck/oracle.h"
+#include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
@@ -55,9 +56,21 @@ uint64_t parse_seed(const std::string& text, const std::string& where) {
   return s;
 }
 
-int list_command() {
+using ImplList = std::vector<std::shared_ptr<const Implementation>>;
+
+// The implementation of this name among the loaded plugins' and the
+// built-ins (load_plugins has made the names unique), or nullptr.
+std::shared_ptr<const Implementation> find_any(const ImplList& plugins, const std::string& name) {
+  for (const auto& impl : plugins)
+    if (impl->info().name == name) return impl;
+  return find_impl(name);
+}
+
+int list_command(const std::vector<std::string>& plugin_paths) {
+  ImplList impls = registered_impls();
+  for (auto& impl : load_plugins(plugin_paths)) impls.push_back(std::move(impl));
   fmt::print("implementations:\n");
-  for (const auto& impl : registered_impls()) {
+  for (const auto& impl : impls) {
     const ImplInfo& i = impl->info();
     std::vector<std::string> dtypes;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
@@ -80,11 +93,18 @@ void print_outcome(const PropertyOutcome& o) {
   std::fflush(stdout);
 }
 
-int replay_command(const std::string& path, const std::string& impl_name) {
+int replay_command(const std::string& path, const std::string& impl_name,
+                   const std::vector<std::string>& plugin_paths) {
+  const ImplList plugins = load_plugins(plugin_paths);
   const Fixture f = load_fixture(path);
-  const std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
+  std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
+  // A fixture saved for another implementation is judged on the plugin's
+  // one implementation when the plugin has just one.
+  if (impl_name.empty() && plugins.size() == 1 && !find_any(plugins, name)) {
+    name = plugins.front()->info().name;
+  }
   if (name.empty()) throw InputError(path + ": meta.impl is missing; name one with --impl");
-  const auto impl = find_impl(name);
+  const auto impl = find_any(plugins, name);
   if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
   RunConfig config;
   config.seed = f.meta.value("seed", kDefaultSeed);
@@ -185,7 +205,8 @@ ExpectedFailures load_expected_failures(const std::string& path) {
 }
 
 int check_command(const CheckOptions& opt) {
-  if (!opt.plugins.empty()) throw InputError("--plugin: plugins are not supported yet in this version");
+  // Loaded first: a bad plugin is exit 2 before anything runs.
+  const ImplList plugins = load_plugins(opt.plugins);
   const Shard shard = parse_shard(opt.shard);
   const ExpectedFailures expected_failures = load_expected_failures(kExpectedFailuresPath);
   if (opt.profile != "ci" && opt.profile != "thorough") {
@@ -205,14 +226,16 @@ int check_command(const CheckOptions& opt) {
   }
 
   std::vector<std::shared_ptr<const Implementation>> impls;
-  if (opt.impls.empty()) {
+  if (opt.impls.empty() && !plugins.empty()) {
+    impls = plugins;
+  } else if (opt.impls.empty()) {
     for (const auto& impl : registered_impls()) {
       const Kind k = impl->info().kind;
       if (k == Kind::reference || k == Kind::adapter || k == Kind::layer) impls.push_back(impl);
     }
   } else {
     for (const std::string& name : opt.impls) {
-      auto impl = find_impl(name);
+      auto impl = find_any(plugins, name);
       if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
       impls.push_back(impl);
     }
@@ -302,13 +325,18 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version()));
 
-  app.add_subcommand("list", "implementations (with kind) and properties");
+  std::vector<std::string> list_plugins;
+  CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
+  list->add_option("--plugin", list_plugins,
+                   "also list this plugin's implementations (repeatable)");
 
   CheckOptions opt;
   CLI::App* check = app.add_subcommand("check", "run the property suite");
   check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
                                          "reference, adapter and layer implementation)");
-  check->add_option("--plugin", opt.plugins, "shared library exporting attncheck_plugin_impls");
+  check->add_option("--plugin", opt.plugins,
+                    "shared library exporting attncheck_plugin_impls (repeatable); without "
+                    "--impl, every implementation it exports is checked");
   check->add_option("--property", opt.properties, "property to run (repeatable; default: all)");
   check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16");
   check->add_option("--cases", opt.cases, "cases per property (default: the profile's)")
@@ -323,9 +351,13 @@ int main(int argc, char** argv) {
   check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures");
 
   std::string replay_path, replay_impl;
+  std::vector<std::string> replay_plugins;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
   replay->add_option("FIXTURE", replay_path, "fixture JSON")->required();
   replay->add_option("--impl", replay_impl, "implementation (default: the fixture's)");
+  replay->add_option("--plugin", replay_plugins,
+                     "load this plugin; its implementation judges the case (default: the "
+                     "fixture's implementation if it exports it, else its only one)");
 
   std::string merge_out;
   std::vector<std::string> merge_in;
@@ -348,9 +380,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (app.got_subcommand("list")) return list_command();
+    if (app.got_subcommand("list")) return list_command(list_plugins);
     if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
-    if (app.got_subcommand("replay")) return replay_command(replay_path, replay_impl);
+    if (app.got_subcommand("replay")) {
+      return replay_command(replay_path, replay_impl, replay_plugins);
+    }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
     return check_command(opt);
   } catch (const InputError& e) {

@@ -1,4 +1,5 @@
-// The batched reference in float: Eigen matrix products per (b, h).
+// The batched reference in float: Eigen matrix products per (b, h),
+// forward and backward.
 
 #include <memory>
 
@@ -10,11 +11,13 @@ namespace attncheck::impls {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    reference_info("batched_f32", DType::f32, kBatchedFeatures,
+    reference_info("batched_f32", DType::f32, kBatchedFeatures | ATTNCHECK_FEATURE_BACKWARD,
                    EmptyRowPolicy::error,
-                   "Eigen matrix products per (b, h) in float; key padding "
-                   "and causal masks only; empty rows are an error"),
-    [](const Problem& p) { return batched_forward<float>(p); }));
+                   "Eigen matrix products per (b, h) in float, forward and "
+                   "backward; key padding and causal masks, GQA; empty rows "
+                   "are an error"),
+    [](const Problem& p) { return batched_forward<float>(p); },
+    [](const Problem& p) { return batched_backward<float>(p); }));
 
 }  // namespace
 }  // namespace attncheck::impls

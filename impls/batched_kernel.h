@@ -8,23 +8,32 @@
 
 namespace attncheck::impls {
 
-/// Per (b, h), in T: S = (Q K^T) * scale as an Eigen product, disallowed
-/// scores set to -inf (key padding, causal, both alignments), a row-wise
-/// stable softmax (row max, std::exp, row sums, division), O = P V as an
-/// Eigen product. Returns out and weights = P, no lse. Empty rows are an
-/// error naming the first empty query, checked before computing. Problems
-/// outside kBatchedFeatures (GQA, mask, bias, window, softcap) are
-/// unsupported. Instantiated for double and float in batched_kernel.cpp.
+/// Per (b, h), in T, with K and V of the K/V head p.kv_head(h): S =
+/// (Q K^T) * scale as an Eigen product, disallowed scores set to -inf (key
+/// padding, causal, both alignments), a row-wise stable softmax (row max,
+/// std::exp, row sums, division), O = P V as an Eigen product. Returns out
+/// and weights = P, no lse. Empty rows are an error naming the first empty
+/// query, checked before computing. Problems outside kBatchedFeatures
+/// (mask, bias, window, softcap) are unsupported. Instantiated for double
+/// and float in batched_kernel.cpp.
 template <typename T>
 ForwardResult batched_forward(const Problem& p);
 
 extern template ForwardResult batched_forward<double>(const Problem&);
 extern template ForwardResult batched_forward<float>(const Problem&);
 
+/// batched_forward<float> for 16-bit inputs and outputs (p.dtype bf16 or
+/// f16, whose values float holds exactly): the same products and softmax
+/// in float, each element of P rounded to p.dtype before O = P V, and O
+/// rounded to p.dtype. The weights returned are P before that rounding.
+/// Other dtypes are unsupported.
+ForwardResult batched_forward_16(const Problem& p);
+
 /// The gradients of SPEC section 1 for p.dout as whole-matrix Eigen
 /// products per (b, h), in T: P as in batched_forward, dA = dO V^T,
 /// dS = P o (dA - rowsum(P o dA)), dQ = (dS K) * scale, dK = (dS^T Q) *
-/// scale, dV = P^T dO. Empty rows are an error naming the first empty
+/// scale, dV = P^T dO, dK and dV summed over the query heads of each K/V
+/// head (GQA). Empty rows are an error naming the first empty
 /// query; a dout of the wrong size is an error; problems outside
 /// kBatchedFeatures are unsupported. Instantiated for double and float.
 template <typename T>

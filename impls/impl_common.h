@@ -24,10 +24,17 @@ inline constexpr Features kLoopFeatures =
     ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
 
 /// What the Eigen batched kernels compute: key padding and causal masks,
-/// weights, any scale; nothing that needs per-element score edits.
+/// grouped-query attention, weights, any scale; nothing that needs
+/// per-element score edits.
 inline constexpr Features kBatchedFeatures =
     ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
-    ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_SCALE;
+    ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_WEIGHTS |
+    ATTNCHECK_FEATURE_SCALE;
+
+/// What the online (flash-style) kernels compute: everything the loop
+/// kernels do except weights, which a single pass over key blocks never
+/// holds for a whole row.
+inline constexpr Features kOnlineFeatures = kLoopFeatures & ~ATTNCHECK_FEATURE_WEIGHTS;
 
 /// Traits of a one-pass kernel computing everything in `d` with the C
 /// library's exp, which glibc keeps within 1 ulp for exp and expf.
@@ -38,6 +45,16 @@ inline PrecisionTraits one_pass_precision(DType d) {
   t.exp_ulps = 1;
   t.flush_to_zero = false;
   t.key_block = 0;
+  return t;
+}
+
+/// Traits of a kernel accumulating in `accum` (the C library's exp, 1 ulp)
+/// that rounds P to `p_cast` before P.V and rescales its running sums
+/// once per key block of `key_block` keys (0: one pass).
+inline PrecisionTraits kernel_precision(DType accum, DType p_cast, int64_t key_block) {
+  PrecisionTraits t = one_pass_precision(accum);
+  t.p_cast = p_cast;
+  t.key_block = key_block;
   return t;
 }
 

@@ -1,4 +1,5 @@
-// The f32 reference: the loop kernel in float, rejecting empty rows.
+// The f32 reference: the loop kernel in float, forward and backward,
+// rejecting empty rows.
 
 #include <memory>
 
@@ -10,12 +11,12 @@ namespace attncheck::impls {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    reference_info("loop_f32", DType::f32, kLoopFeatures, EmptyRowPolicy::error,
+    reference_info("loop_f32", DType::f32, kLoopFeatures | ATTNCHECK_FEATURE_BACKWARD,
+                   EmptyRowPolicy::error,
                    "per-query loops in float (scale rounded to float), every "
-                   "feature; empty rows are an error"),
-    [](const Problem& p) {
-      return loop_forward<float>(p, EmptyRowPolicy::error);
-    }));
+                   "feature and backward; empty rows are an error"),
+    [](const Problem& p) { return loop_forward<float>(p, EmptyRowPolicy::error); },
+    [](const Problem& p) { return loop_backward<float>(p, EmptyRowPolicy::error); }));
 
 }  // namespace
 }  // namespace attncheck::impls

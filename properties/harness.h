@@ -71,6 +71,9 @@ class CaseContext {
   std::map<std::string, int> discard_reasons;
   double max_budget_used = 0;
   std::optional<Case> failed_case;
+  /// The problem of the last call before a failure: a metamorphic
+  /// property's derived problem, when that is where the bug showed.
+  std::optional<Problem> failed_call;
   std::string failure_message;
 
  private:
@@ -78,6 +81,7 @@ class CaseContext {
   DType dtype_;
   const RunConfig& config_;
   const Case* current_ = nullptr;
+  std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
 };
 
 /// Draws a case with RapidCheck generators (only inside a property run).
@@ -150,8 +154,10 @@ PropertyDef causal_prefix_property();
 PropertyDef window_property();
 PropertyDef batch_head_property();
 PropertyDef gqa_property();
+PropertyDef multihead_property();
 PropertyDef layout_property();
 PropertyDef determinism_property();
+PropertyDef agreement_property();
 PropertyDef gradients_property();
 
 }  // namespace attncheck

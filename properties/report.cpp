@@ -30,7 +30,7 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                        {"discarded", o.discarded},
                        {"max_budget_used", o.max_budget_used},
                        {"message", o.message},
-                       {"diagnosis", nlohmann::json::array()},
+                       {"diagnosis", o.diagnosis},
                        {"fixture", o.fixture ? nlohmann::json(*o.fixture) : nlohmann::json()},
                        {"counterexample", ce}});
   }

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include "attncheck/diagnosis.h"
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
 #include "properties/harness.h"
@@ -26,15 +27,15 @@ std::string_view status_name(PropertyStatus s) {
 }
 
 const std::vector<PropertyDef>& property_catalog() {
-  // SPEC section 2's order. MultiHeadConsistency and
-  // CrossImplementationAgreement come with the layer and thorough-size work.
+  // SPEC section 2's order.
   static const std::vector<PropertyDef> catalog = {
       matches_oracle_property(),   row_sums_property(),        masked_weights_property(),
       constant_values_property(),  convex_hull_property(),     permutation_property(),
       key_translation_property(),  value_linearity_property(), variance_property(),
       empty_rows_property(),       extreme_scores_property(),  causal_prefix_property(),
       window_property(),           batch_head_property(),      gqa_property(),
-      layout_property(),           determinism_property(),     gradients_property(),
+      multihead_property(),        layout_property(),           determinism_property(),     gradients_property(),
+      agreement_property(),
   };
   return catalog;
 }
@@ -65,6 +66,7 @@ SkipFn needs_features(Features features, std::string what) {
 }
 
 ForwardResult CaseContext::call(const Problem& p) {
+  last_call_ = p;
   ForwardResult r;
   try {
     r = impl_.forward(p);
@@ -122,6 +124,7 @@ void CaseContext::fail(const std::string& message) {
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
+  failed_call = last_call_;
   failure_message = message;
   RC_FAIL(message);
 }
@@ -258,6 +261,13 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     if (!ctx.failed_case->args.empty()) {
       report << "    args " << ctx.failed_case->args.dump() << "\n";
     }
+    out.diagnosis = diagnose_failure(impl, p);
+    // The case's own problem may compute fine while a problem the property
+    // derived from it (huge values at masked keys, a permutation) did not.
+    if (out.diagnosis.empty() && ctx.failed_call) {
+      out.diagnosis = diagnose_failure(impl, *ctx.failed_call);
+    }
+    report << describe_diagnosis(out.diagnosis);
     if (!config.save_failures_dir.empty()) {
       Fixture f;
       f.problem = p;

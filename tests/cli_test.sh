@@ -133,5 +133,49 @@ echo '[{"impl": "loop_f64", "property": "RowSumsToOne", "reason": "test"}]' >pro
 (cd project && expect 1 "an expected failure that passes is xpass" -- check --impl loop_f64 --property RowSumsToOne)
 contains project/out.txt "^xpass *loop_f64" "xpass status"
 
+# Plugins (C ABI): built by tests/CMakeLists.txt into ATTNCHECK_TEST_PLUGIN_DIR.
+plugins=${ATTNCHECK_TEST_PLUGIN_DIR:-}
+if [[ -z "$plugins" ]]; then
+  echo "cli: ATTNCHECK_TEST_PLUGIN_DIR is not set; the plugin cases did not run"
+  failures=$((failures + 1))
+else
+  example=$plugins/libattncheck_example_plugin.so
+  expect 0 "list shows a plugin's implementations" -- list --plugin "$example"
+  contains out.txt "example_c_f64 *plugin" "plugin implementations listed with kind plugin"
+  expect 0 "check of a plugin" -- check --plugin "$example" --property MatchesOracle --property EmptyRowsAreRejected
+  contains out.txt "^passed *example_c_f64 *f64 *MatchesOracle" "the plugin's f64 implementation is checked"
+  contains out.txt "^passed *example_c_f32 *f32 *EmptyRowsAreRejected" "the plugin's f32 implementation is checked"
+  if grep -q "loop_f64" out.txt; then
+    echo "FAIL: --plugin without --impl ran built-in implementations"
+    failures=$((failures + 1))
+  fi
+  expect 0 "--impl selects among a plugin's implementations and built-ins" -- check --plugin "$example" --impl example_c_f32 --impl loop_f64 --property RowSumsToOne
+  contains out.txt "^passed *example_c_f32" "the selected plugin implementation ran"
+  contains out.txt "^passed *loop_f64" "the selected built-in ran"
+  expect 1 "the example's buggy twin fails" -- check --plugin "$plugins/libexample_plugin_bug.so" --property MatchesOracle --save-failures plugin-fails
+  contains out.txt "FAILED MatchesOracle on example_c_bug_f64" "the forgotten scale is caught"
+  expect 1 "replay of the plugin's counterexample" -- replay plugin-fails/example_c_bug_f64-f64-MatchesOracle.json --plugin "$plugins/libexample_plugin_bug.so"
+  expect 0 "replay of the counterexample on the fixed plugin" -- replay plugin-fails/example_c_bug_f64-f64-MatchesOracle.json --plugin "$example" --impl example_c_f64
+  contains out.txt "^passed *example_c_f64" "the fixed plugin passes the saved case"
+
+  usage_error "plugin file missing" "missing.so: no such file" -- check --plugin missing.so
+  echo "not a shared object" >fake.so
+  usage_error "plugin not a shared object" "fake.so: cannot load it as a shared object" -- check --plugin fake.so
+  usage_error "plugin without the symbol" "does not export attncheck_plugin_impls" -- check --plugin "$plugins/libplugin_no_symbol.so"
+  usage_error "plugin of another ABI version" "descriptor 0: abi_version is 2" -- check --plugin "$plugins/libplugin_bad_abi.so"
+  usage_error "plugin with a NULL name" "descriptor 0: name is NULL" -- check --plugin "$plugins/libplugin_null_name.so"
+  usage_error "plugin without a dtype" "declares no dtype" -- check --plugin "$plugins/libplugin_no_dtype.so"
+  usage_error "plugin with unknown feature bits" "descriptor 0 (name 'bad_descriptor'): unknown feature bits 0x8000" -- check --plugin "$plugins/libplugin_bad_feature.so"
+  usage_error "plugin named like a built-in" "'loop_f64' has the name of a built-in" -- check --plugin "$plugins/libplugin_builtin_name.so"
+  usage_error "a bad plugin stops replay too" "abi_version is 2" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json" --plugin "$plugins/libplugin_bad_abi.so"
+
+  expect 1 "a plugin writing outside its output fails" -- check --plugin "$plugins/libplugin_misbehaving.so" --property MatchesOracle --cases 5
+  contains out.txt "writes_past_out.*wrote outside its output: out element at offset" "out-of-bounds write named"
+  contains out.txt "left out\[.*\] unwritten" "unwritten element named"
+  contains out.txt "returned 7 from forward" "unknown return code named"
+  contains out.txt "weights element at offset -2, in the guard region before the buffer" "write before weights named"
+  contains out.txt "^0 passed, 4 failed" "every misbehaving implementation fails"
+fi
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -204,7 +204,7 @@ TEST(Backward, WrongSizedDoutIsAnError) {
 TEST(Backward, ImplementationsWithoutBackwardAreUnsupported) {
   std::mt19937_64 rng(5);
   const Problem p = random_problem(rng, DType::f32, 1, 1, 1, 2, 2, 1, 1);
-  EXPECT_EQ(impl("loop_f32")->backward(p).status, Status::unsupported);
+  EXPECT_EQ(impl("local_f32")->backward(p).status, Status::unsupported);
 }
 
 // --- The gradient tolerance on known inputs ---------------------------------
@@ -329,7 +329,7 @@ TEST(GradientsMatchOracle, PassesOnTheFloatLoopBackward) {
 }
 
 TEST(GradientsMatchOracle, SkipsImplementationsWithoutBackward) {
-  const PropertyOutcome o = run(*impl("loop_f32"), DType::f32);
+  const PropertyOutcome o = run(*impl("local_f32"), DType::f32);
   EXPECT_EQ(o.status, PropertyStatus::skipped);
   EXPECT_FALSE(o.message.empty());
 }

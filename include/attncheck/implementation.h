@@ -3,6 +3,7 @@
 // features, empty-row policy, precision traits, limits) and its forward pass.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,13 @@ struct ForwardResult {
     r.status = Status::unsupported;
     return r;
   }
+
+  /// Instrumentation for cost claims (exercise 10): the number of score
+  /// elements q_i . k_j the last forward() computed, summed over batch and
+  /// heads, for implementations that count them; nullopt for the rest. A
+  /// sliding-window kernel that only visits its window reports about
+  /// B * H * tq * w, one that masks the full matrix B * H * tq * tk.
+  virtual std::optional<int64_t> score_elements_computed() const { return std::nullopt; }
 };
 
 /// What a backward pass returns: gradients for the problem's dout, each
@@ -115,6 +123,13 @@ class Implementation {
     r.status = Status::unsupported;
     return r;
   }
+
+  /// Instrumentation for cost claims (exercise 10): the number of score
+  /// elements q_i . k_j the last forward() computed, summed over batch and
+  /// heads, for implementations that count them; nullopt for the rest. A
+  /// sliding-window kernel that only visits its window reports about
+  /// B * H * tq * w, one that masks the full matrix B * H * tq * tk.
+  virtual std::optional<int64_t> score_elements_computed() const { return std::nullopt; }
 };
 
 }  // namespace attncheck

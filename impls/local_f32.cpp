@@ -1,0 +1,24 @@
+// Sliding-window attention in float that computes only the scores inside each
+// query's window (about tq * w of them, not tq * tk) and counts them.
+
+#include <cstdint>
+#include <memory>
+
+#include "attncheck/registry.h"
+#include "impl_common.h"
+#include "local_kernel.h"
+
+namespace attncheck::impls {
+namespace {
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<CountingImpl>(
+    reference_info("local_f32", DType::f32, kLoopFeatures, EmptyRowPolicy::error,
+                   "sliding-window attention in float visiting only the keys inside each "
+                   "query's window and causal limit, every feature; counts the scores it "
+                   "computes; empty rows are an error"),
+    [](const Problem& p, int64_t* n) {
+      return local_forward<float>(p, EmptyRowPolicy::error, n);
+    }));
+
+}  // namespace
+}  // namespace attncheck::impls

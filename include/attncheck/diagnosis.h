@@ -1,0 +1,74 @@
+#pragma once
+// Diagnosis of a failure: the bug classes attncheck knows, each a hypothesis
+// about what the implementation computed instead of SPEC section 1, tested
+// on a counterexample. A hypothesis explains an output when the output
+// matches the hypothesis's result within the implementation's tolerance for
+// it, and that result is told apart from the correct one (their tolerance
+// intervals are disjoint somewhere), so a correct implementation is never
+// given a diagnosis. The table is in properties/diagnosis.cpp.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/oracle.h"
+
+namespace attncheck {
+
+/// What an alternative semantics computes for a problem.
+struct Alternative {
+  /// The problem whose shape, allowed keys and values the tolerance of
+  /// `result` is computed from (SPEC 4); its out, weights and lse are laid
+  /// out like the original problem's.
+  Problem problem;
+  /// The alternative's result, with the quantities tolerances() reads: the
+  /// oracle's for a transformed problem, or a recomputation in long double
+  /// for what a Problem cannot express.
+  OracleResult result;
+  /// The arithmetic the tolerance assumes: the declared traits, or a lower
+  /// precision for the precision hypotheses.
+  PrecisionTraits traits;
+  /// True when only the arithmetic is in question (`result` is the correct
+  /// one): the output must then fit `traits` and fail the declared traits.
+  bool same_values = false;
+  /// False when the hypothesis says nothing about lse (it is not compared).
+  bool predicts_lse = true;
+};
+
+/// The alternative for a problem, given the correct result and the declared
+/// traits, or nullopt where the hypothesis cannot change anything (no causal
+/// mask for a causal bug, tq == tk for an alignment bug, ...).
+using AlternativeFn = std::function<std::optional<Alternative>(
+    const Problem& p, const OracleResult& correct, const PrecisionTraits& declared)>;
+
+/// One known bug class.
+struct Hypothesis {
+  std::string name;         ///< listed in the JSON report's "diagnosis"
+  std::string description;  ///< the report line after "diagnosis: "
+  AlternativeFn alternative;
+};
+
+/// Every known bug class, in report order.
+const std::vector<Hypothesis>& hypothesis_table();
+
+/// The hypothesis with this name, or nullptr.
+const Hypothesis* find_hypothesis(std::string_view name);
+
+/// Names of the hypotheses that explain `got`, the forward result of an
+/// implementation declaring `info` for `p`: out is compared always, weights
+/// and lse where `info` declares them. Empty when `got` is not ok or its
+/// sizes do not fit `p`. Throws what oracle() throws for `p`.
+std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got, const ImplInfo& info);
+
+/// Calls `impl` on `p` once more and diagnoses its output; empty when it
+/// throws or does not answer ok. Never throws.
+std::vector<std::string> diagnose_failure(const Implementation& impl, const Problem& p);
+
+/// The report's lines for a diagnosis, each "  diagnosis: <description>\n",
+/// or the one line "  diagnosis: no known bug class explains it\n".
+std::string describe_diagnosis(const std::vector<std::string>& names);
+
+}  // namespace attncheck

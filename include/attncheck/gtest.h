@@ -1,0 +1,40 @@
+#pragma once
+// The property catalog as GoogleTest tests, for a user's own test
+// executable (the CMake package's attncheck_add_tests does the wiring):
+// one test per (dtype, property) of an implementation.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attncheck/implementation.h"
+
+namespace attncheck {
+
+/// How the registered tests run.
+struct GTestSuiteOptions {
+  /// Seed below 2^53; 0 = ATTNCHECK_SEED when set, else kDefaultSeed.
+  uint64_t seed = 0;
+  std::string profile = "ci";  ///< ci or thorough
+  int cases = 0;               ///< 0 = each property's default for the profile
+  /// Where failing cases are saved as fixtures (relative to the test's
+  /// working directory); empty = not saved.
+  std::string save_failures_dir = "attncheck-failures";
+};
+
+/// Registers with testing::RegisterTest, for every dtype `impl` supports
+/// and every property of the catalog, a test `attncheck_<impl>.<Property>_<dtype>`
+/// (characters GoogleTest filters treat specially, '.' and '-', become '_').
+/// A test passes when the property passed, is skipped (GTEST_SKIP, with the
+/// reason) when the property is skipped or unsupported, and fails with the
+/// whole failure report (counterexample, reproduce line, fixture) otherwise.
+/// Call after testing::InitGoogleTest and before RUN_ALL_TESTS.
+void add_gtest_suite(std::shared_ptr<const Implementation> impl,
+                     const GTestSuiteOptions& options = {});
+
+/// add_gtest_suite for each registered implementation named in `names`, or
+/// for every registered implementation when `names` is empty. Throws
+/// std::invalid_argument for a name nobody registered.
+void add_gtest_suites(const std::vector<std::string>& names, const GTestSuiteOptions& options = {});
+
+}  // namespace attncheck

@@ -1,0 +1,83 @@
+#pragma once
+// Loading out-of-tree implementations through the C ABI of plugin.h: the
+// shared object is opened with dlopen, every descriptor it exports is
+// checked, and each becomes an Implementation of kind `plugin` whose calls
+// convert problems to the C structs and guard every output buffer.
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/plugin.h"
+
+namespace attncheck {
+
+/// Thrown by a plugin implementation's forward or backward when the plugin
+/// broke the C ABI's contract in that call: it wrote outside an output
+/// buffer (a guard region or a gap of a strided layout), left an output
+/// element unwritten (still the sentinel NaN) after returning ATTNCHECK_OK,
+/// or returned a code other than OK, ERROR and UNSUPPORTED. The properties
+/// turn it into a failed case whose message names the buffer and offset.
+class PluginContractError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Elements of guard region on each side of every output buffer handed to a
+/// plugin; they hold a NaN pattern of their own, checked after each call.
+inline constexpr int64_t kPluginGuardElements = 64;
+
+/// The bf16 bit pattern of x, which must be exactly representable in bf16
+/// (or NaN, which becomes the quiet NaN 0x7fc0).
+uint16_t bf16_bits(double x);
+
+/// The value of a bf16 bit pattern, exactly.
+double bf16_value(uint16_t bits);
+
+/// The IEEE binary16 bit pattern of x, which must be exactly representable
+/// in f16 (or NaN, which becomes the quiet NaN 0x7e00).
+uint16_t f16_bits(double x);
+
+/// The value of an f16 bit pattern, exactly.
+double f16_value(uint16_t bits);
+
+/// Checks descriptor number `index` of the shared object `origin` against
+/// SPEC 5.1: ABI version, a valid name, dtypes and features of known bits
+/// only (at least one dtype), a forward function (and a backward one when
+/// FEATURE_BACKWARD is declared), a known empty-row policy, known precision
+/// formats and sane limits. Throws InputError with one line of the form
+/// "ORIGIN: descriptor I (name 'x'): what is wrong".
+void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin);
+
+/// Wraps a valid descriptor as an Implementation of kind `plugin`. Its
+/// forward converts the problem to an attncheck_problem in the real dtype
+/// (contiguous unless the descriptor declares FEATURE_STRIDES; then the
+/// problem's own strides, gaps holding NaN, and an output laid out in the
+/// same axis order), asks for weights and lse only when declared, fills
+/// every output with a sentinel NaN inside guard regions, and maps the
+/// return codes: OK, ERROR (the message from outputs->error) and
+/// UNSUPPORTED; contract violations throw PluginContractError. Calls are
+/// serialised with a mutex, so one descriptor is never entered from two
+/// threads at once. `keep_alive` is held as long as the implementation
+/// lives (the dlopen handle).
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive = {});
+
+/// Opens the shared object at `path` (RTLD_NOW | RTLD_LOCAL), calls its
+/// attncheck_plugin_impls and returns one implementation per descriptor, in
+/// the plugin's order. Throws InputError with one line naming the file and
+/// the problem: missing file, not a loadable shared object, missing symbol,
+/// no descriptors, an invalid descriptor, or two descriptors of one name.
+std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path);
+
+/// Loads every path with load_plugin and checks that no implementation name
+/// is used twice, across the plugins or by a built-in (registered)
+/// implementation; throws InputError naming the file and the name.
+std::vector<std::shared_ptr<const Implementation>> load_plugins(
+    const std::vector<std::string>& paths);
+
+}  // namespace attncheck

@@ -1,0 +1,84 @@
+// CrossImplementationAgreement: on problems larger than the other
+// properties draw (tq, tk up to 24 in CI, 64 under thorough; dk, dv up to
+// 16 / 32), the implementation and a partner reference implementation
+// agree within the sum of their tolerances. Bugs that need long rows (a
+// fixed-size tile, an index that wraps) live here.
+
+#include <fmt/format.h>
+
+#include "attncheck/registry.h"
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+// The algorithm family of a built-in name: "loop", "batched", "online"...
+std::string family(const std::string& name) { return name.substr(0, name.find('_')); }
+
+// The partner: another reference implementation in the same dtype, of
+// another algorithm family when there is one (two runs of the same kernel
+// agreeing proves little), declaring the most features.
+std::shared_ptr<const Implementation> partner_for(const ImplInfo& info, DType dtype) {
+  std::shared_ptr<const Implementation> best;
+  const auto rank = [&](const ImplInfo& x) {
+    return std::pair(family(x.name) != family(info.name), __builtin_popcount(x.features));
+  };
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& other = impl->info();
+    if (other.kind != Kind::reference || other.name == info.name || !other.supports(dtype)) continue;
+    if (!best || rank(other) > rank(best->info())) best = impl;
+  }
+  return best;
+}
+
+gen::GenSpec large_spec(const CaseContext& ctx, const ImplInfo& partner) {
+  gen::GenSpec spec = ctx.spec();
+  // Only what both take; output-side features (weights, lse, backward,
+  // nondeterminism) do not shape the problem.
+  const Features shaping = ~(ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
+                             ATTNCHECK_FEATURE_BACKWARD | ATTNCHECK_FEATURE_NONDETERMINISTIC);
+  spec.features &= partner.features | ~shaping;
+  const bool thorough = ctx.config().profile == "thorough";
+  spec.max_t = thorough ? 64 : 24;
+  spec.max_d = thorough ? 32 : 16;
+  spec.max_bh = 2;
+  return spec;
+}
+
+void judge_agreement(CaseContext& ctx, const Case& c) {
+  const Problem& p = c.problem;
+  const auto partner = partner_for(ctx.info(), ctx.dtype());
+  if (!partner) ctx.discard("no partner implementation");
+  const ForwardResult r = ctx.call_ok(p);
+  const ForwardResult rp = partner->forward(p);
+  if (rp.status != Status::ok) ctx.discard("the partner could not compute the problem");
+  const auto [o, t] = ctx.reference(p);
+  const Tolerances tp = tolerances(p, o, partner->info().precision);
+  std::vector<double> tol(t.out.size());
+  for (size_t k = 0; k < tol.size(); ++k) tol[k] = t.out[k] + tp.out[k];
+  Comparison cmp;
+  cmp.add(fmt::format("out (vs {})", partner->info().name), {p.batch, p.heads, p.tq, p.dv}, r.out,
+          rp.out, tol);
+  ctx.expect(cmp, fmt::format("disagrees with {} beyond both tolerances", partner->info().name));
+}
+
+}  // namespace
+
+PropertyDef agreement_property() {
+  return case_property(
+      "CrossImplementationAgreement",
+      "on larger problems, the implementation and another reference implementation agree within "
+      "the sum of their tolerances",
+      50,
+      [](const ImplInfo& info, DType dtype) -> std::optional<std::string> {
+        if (partner_for(info, dtype)) return std::nullopt;
+        return fmt::format("no other reference implementation in {}", dtype_name(dtype));
+      },
+      [](CaseContext& ctx) {
+        const auto partner = partner_for(ctx.info(), ctx.dtype());
+        return Case{*gen::problem(large_spec(ctx, partner->info()))};
+      },
+      judge_agreement);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,691 @@
+#include "attncheck/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <optional>
+
+#include "attncheck/error.h"
+#include "attncheck/registry.h"
+
+namespace attncheck {
+
+uint16_t bf16_bits(double x) {
+  if (std::isnan(x)) return 0x7fc0;
+  // bf16 is the upper half of an f32 with the same exponent range, so a
+  // bf16 value converts to float exactly and its low 16 bits are zero.
+  const auto f = static_cast<float>(x);
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+double bf16_value(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t f16_bits(double x) {
+  if (std::isnan(x)) return 0x7e00;
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const double a = std::fabs(x);
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a == 0) return sign;
+  // Subnormals are m 2^-24 with m < 1024, normals 1.f 2^e with e in
+  // [-14, 15]; scaling by powers of two is exact, so both are integers.
+  if (a < 0x1p-14) return sign | static_cast<uint16_t>(std::ldexp(a, 24));
+  const int e = std::ilogb(a);
+  const auto mantissa = static_cast<uint16_t>(std::ldexp(a, 10 - e) - 1024);
+  return sign | static_cast<uint16_t>((e + 15) << 10) | mantissa;
+}
+
+double f16_value(uint16_t bits) {
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  if (exponent == 0x1f) {
+    return mantissa ? std::numeric_limits<double>::quiet_NaN()
+                    : sign * std::numeric_limits<double>::infinity();
+  }
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  return sign * std::ldexp(mantissa + 1024, exponent - 25);
+}
+
+namespace {
+
+size_t element_size(DType d) {
+  switch (d) {
+    case DType::f64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+    case DType::f16:
+      return 2;
+  }
+  return 8;
+}
+
+// Element bit patterns the harness writes into output buffers: a sentinel
+// NaN in every element the plugin must write, and a signalling NaN of
+// another payload in the guards and gaps. Computed NaNs carry neither
+// payload, so a NaN the plugin writes is not mistaken for "unwritten".
+uint64_t sentinel_bits(DType d) {
+  switch (d) {
+    case DType::f64:
+      return 0x7ff8dead0000beefull;
+    case DType::f32:
+      return 0x7fc0beefu;
+    case DType::bf16:
+      return 0x7fdau;
+    case DType::f16:
+      return 0x7e5au;
+  }
+  return 0;
+}
+
+uint64_t guard_bits(DType d) {
+  switch (d) {
+    case DType::f64:
+      return 0x7ff4beef0000deadull;
+    case DType::f32:
+      return 0x7fa0deadu;
+    case DType::bf16:
+      return 0x7fa5u;
+    case DType::f16:
+      return 0x7d5au;
+  }
+  return 0;
+}
+
+uint64_t load_bits(DType d, const unsigned char* at) {
+  uint64_t bits = 0;
+  switch (element_size(d)) {
+    case 8:
+      std::memcpy(&bits, at, 8);
+      break;
+    case 4: {
+      uint32_t u;
+      std::memcpy(&u, at, 4);
+      bits = u;
+      break;
+    }
+    default: {
+      uint16_t u;
+      std::memcpy(&u, at, 2);
+      bits = u;
+      break;
+    }
+  }
+  return bits;
+}
+
+void store_bits(DType d, unsigned char* at, uint64_t bits) {
+  switch (element_size(d)) {
+    case 8:
+      std::memcpy(at, &bits, 8);
+      break;
+    case 4: {
+      const auto u = static_cast<uint32_t>(bits);
+      std::memcpy(at, &u, 4);
+      break;
+    }
+    default: {
+      const auto u = static_cast<uint16_t>(bits);
+      std::memcpy(at, &u, 2);
+      break;
+    }
+  }
+}
+
+// Values travel as doubles exactly representable in d, so every conversion
+// here is exact.
+void store_value(DType d, unsigned char* at, double x) {
+  switch (d) {
+    case DType::f64:
+      std::memcpy(at, &x, 8);
+      return;
+    case DType::f32: {
+      const auto f = static_cast<float>(x);
+      std::memcpy(at, &f, 4);
+      return;
+    }
+    case DType::bf16:
+      store_bits(d, at, bf16_bits(x));
+      return;
+    case DType::f16:
+      store_bits(d, at, f16_bits(x));
+      return;
+  }
+}
+
+double load_value(DType d, const unsigned char* at) {
+  switch (d) {
+    case DType::f64: {
+      double x;
+      std::memcpy(&x, at, 8);
+      return x;
+    }
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, at, 4);
+      return f;
+    }
+    case DType::bf16:
+      return bf16_value(static_cast<uint16_t>(load_bits(d, at)));
+    case DType::f16:
+      return f16_value(static_cast<uint16_t>(load_bits(d, at)));
+  }
+  return 0;
+}
+
+// An input array in the plugin's dtype, element for element (gaps of a
+// strided tensor stay NaN).
+std::vector<unsigned char> encode(DType d, const std::vector<double>& values) {
+  const size_t size = element_size(d);
+  std::vector<unsigned char> bytes(std::max<size_t>(1, values.size()) * size);
+  for (size_t k = 0; k < values.size(); ++k) store_value(d, bytes.data() + k * size, values[k]);
+  return bytes;
+}
+
+using Shape = std::array<int64_t, 4>;
+
+// An output buffer of `shape` laid out by `strides`, surrounded by guard
+// regions; elements of the layout's gaps count as guard too.
+class GuardedArray {
+ public:
+  GuardedArray(std::string name, DType d, Shape shape, Shape strides)
+      : name_(std::move(name)),
+        dtype_(d),
+        size_(element_size(d)),
+        shape_(shape),
+        strides_(strides) {
+    int64_t last = 0;
+    for (int k = 0; k < 4; ++k) last += (shape_[k] - 1) * strides_[k];
+    span_ = last + 1;
+    const int64_t total = span_ + 2 * kPluginGuardElements;
+    storage_.resize(static_cast<size_t>(total) * size_);
+    logical_.assign(static_cast<size_t>(span_), 0);
+    for (int64_t e = 0; e < total; ++e)
+      store_bits(dtype_, element(e - kPluginGuardElements), guard_bits(d));
+    for_each_index([&](int64_t off, const Shape&) {
+      logical_[static_cast<size_t>(off)] = 1;
+      store_bits(dtype_, element(off), sentinel_bits(d));
+    });
+  }
+
+  void* data() { return element(0); }
+  const Shape& strides() const { return strides_; }
+
+  // Throws when an element outside the logical tensor changed.
+  void check_guards(const std::string& who) const {
+    int64_t changed = 0, first = 0;
+    for (int64_t e = -kPluginGuardElements; e < span_ + kPluginGuardElements; ++e) {
+      if (e >= 0 && e < span_ && logical_[static_cast<size_t>(e)]) continue;
+      if (load_bits(dtype_, element(e)) != guard_bits(dtype_)) {
+        if (changed++ == 0) first = e;
+      }
+    }
+    if (changed == 0) return;
+    const char* where = first < 0        ? "in the guard region before the buffer"
+                        : first >= span_ ? "in the guard region after the buffer"
+                                         : "in a gap of the strided layout";
+    throw PluginContractError(fmt::format(
+        "{} wrote outside its output: {} element at offset {}, {} (the output spans offsets "
+        "[0, {})); {} element(s) outside the output changed",
+        who, name_, first, where, span_, changed));
+  }
+
+  // Throws when an element the plugin had to write still holds the sentinel.
+  void check_written(const std::string& who) const {
+    int64_t unwritten = 0;
+    Shape first{};
+    for_each_index([&](int64_t off, const Shape& idx) {
+      if (load_bits(dtype_, element(off)) == sentinel_bits(dtype_)) {
+        if (unwritten++ == 0) first = idx;
+      }
+    });
+    if (unwritten == 0) return;
+    std::string index = fmt::format("{}", fmt::join(first, ", "));
+    throw PluginContractError(fmt::format(
+        "{} returned ATTNCHECK_OK but left {}[{}] unwritten (still the sentinel NaN); {} of "
+        "{} elements unwritten",
+        who, name_, index, unwritten, shape_[0] * shape_[1] * shape_[2] * shape_[3]));
+  }
+
+  // The logical elements as doubles, row-major.
+  std::vector<double> values() const {
+    std::vector<double> out;
+    out.reserve(static_cast<size_t>(shape_[0] * shape_[1] * shape_[2] * shape_[3]));
+    for_each_index(
+        [&](int64_t off, const Shape&) { out.push_back(load_value(dtype_, element(off))); });
+    return out;
+  }
+
+ private:
+  unsigned char* element(int64_t e) {
+    return storage_.data() + static_cast<size_t>(e + kPluginGuardElements) * size_;
+  }
+  const unsigned char* element(int64_t e) const {
+    return storage_.data() + static_cast<size_t>(e + kPluginGuardElements) * size_;
+  }
+
+  template <typename F>
+  void for_each_index(F f) const {
+    Shape idx{};
+    for (idx[0] = 0; idx[0] < shape_[0]; ++idx[0])
+      for (idx[1] = 0; idx[1] < shape_[1]; ++idx[1])
+        for (idx[2] = 0; idx[2] < shape_[2]; ++idx[2])
+          for (idx[3] = 0; idx[3] < shape_[3]; ++idx[3]) {
+            f(idx[0] * strides_[0] + idx[1] * strides_[1] + idx[2] * strides_[2] +
+                  idx[3] * strides_[3],
+              idx);
+          }
+  }
+
+  std::string name_;
+  DType dtype_;
+  size_t size_;
+  Shape shape_, strides_;
+  int64_t span_ = 0;
+  std::vector<unsigned char> storage_;
+  std::vector<uint8_t> logical_;
+};
+
+Shape contiguous(const Shape& s) { return contiguous_strides(s[0], s[1], s[2], s[3]); }
+
+// Strides for an output of `shape` in the layout family of `like` (of
+// shape `like_shape`): the same axis order, and one element of padding
+// between levels when `like` is not dense. A plugin declaring
+// FEATURE_STRIDES thus writes its output through strides whenever it reads
+// its inputs through them, and a write into a gap shows.
+Shape layout_like(const Tensor& like, const Shape& like_shape, const Shape& shape) {
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return like.strides[a] > like.strides[b]; });
+  const int64_t dense_size = like_shape[0] * like_shape[1] * like_shape[2] * like_shape[3];
+  const int64_t pad = static_cast<int64_t>(like.data.size()) == dense_size ? 0 : 1;
+  Shape strides{};
+  int64_t next = 1;
+  for (int k = 3; k >= 0; --k) {
+    strides[order[k]] = next;
+    next = next * shape[order[k]] + pad;
+  }
+  return strides;
+}
+
+template <typename T>
+void copy_strides(int64_t (&dst)[4], const std::array<T, 4>& src) {
+  for (int k = 0; k < 4; ++k) dst[k] = src[k];
+}
+
+template <typename T>
+Shape broadcast_strides(const Broadcast<T>& m, int64_t tq, int64_t tk) {
+  return {m.batch == 1 ? 0 : m.heads * tq * tk, m.heads == 1 ? 0 : tq * tk, tk, 1};
+}
+
+// The C problem of p, and the buffers it points into.
+struct CProblem {
+  attncheck_problem c{};
+  std::vector<unsigned char> q, k, v;
+
+  explicit CProblem(const Problem& p) {
+    c.abi_version = ATTNCHECK_ABI_VERSION;
+    c.dtype = static_cast<uint32_t>(p.dtype);
+    c.batch = p.batch;
+    c.heads = p.heads;
+    c.kv_heads = p.kv_heads;
+    c.tq = p.tq;
+    c.tk = p.tk;
+    c.dk = p.dk;
+    c.dv = p.dv;
+    q = encode(p.dtype, p.q.data);
+    k = encode(p.dtype, p.k.data);
+    v = encode(p.dtype, p.v.data);
+    c.q = q.data();
+    c.k = k.data();
+    c.v = v.data();
+    copy_strides(c.q_strides, p.q.strides);
+    copy_strides(c.k_strides, p.k.strides);
+    copy_strides(c.v_strides, p.v.strides);
+    c.key_valid = p.key_valid.empty() ? nullptr : p.key_valid.data();
+    if (p.mask) {
+      c.mask = p.mask->data.data();
+      copy_strides(c.mask_strides, broadcast_strides(*p.mask, p.tq, p.tk));
+    }
+    if (p.bias) {
+      c.bias = p.bias->data.data();
+      copy_strides(c.bias_strides, broadcast_strides(*p.bias, p.tq, p.tk));
+    }
+    c.causal = p.causal ? 1 : 0;
+    c.align = static_cast<uint32_t>(p.align);
+    c.window_left = p.window_left;
+    c.window_right = p.window_right;
+    c.scale = p.scale;
+    c.softcap = p.softcap;
+  }
+};
+
+std::string error_message(const attncheck_outputs& o) {
+  std::string m(o.error, strnlen(o.error, sizeof o.error));
+  std::replace(m.begin(), m.end(), '\n', ' ');
+  return m.empty() ? "(the plugin returned ATTNCHECK_ERROR without a message)" : m;
+}
+
+std::string bad_code(const std::string& who, const char* call, int code) {
+  return fmt::format(
+      "{} returned {} from {}, which is none of ATTNCHECK_OK (0), "
+      "ATTNCHECK_ERROR (1) and ATTNCHECK_UNSUPPORTED (2)",
+      who, code, call);
+}
+
+PrecisionTraits precision_of(const attncheck_precision& p) {
+  PrecisionTraits t;
+  t.accum = static_cast<DType>(p.accum);
+  t.p_cast = static_cast<DType>(p.p_cast);
+  t.exp_ulps = p.exp_ulps;
+  t.flush_to_zero = p.flush_to_zero != 0;
+  t.key_block = p.key_block;
+  return t;
+}
+
+Limits limits_of(const attncheck_limits& l) {
+  Limits out;
+  out.max_tq = l.max_tq;
+  out.max_tk = l.max_tk;
+  out.max_batch_heads = l.max_batch_heads;
+  out.dk_min = l.dk_min;
+  out.dk_max = l.dk_max;
+  out.dk_multiple = l.dk_multiple;
+  out.dv_equals_dk = l.dv_equals_dk != 0;
+  return out;
+}
+
+class PluginImpl : public Implementation {
+ public:
+  PluginImpl(const attncheck_impl& d, const std::string& origin, std::shared_ptr<void> keep_alive)
+      : desc_(d), keep_alive_(std::move(keep_alive)) {
+    info_.name = d.name;
+    info_.kind = Kind::plugin;
+    info_.dtypes = d.dtypes;
+    info_.features = d.features;
+    info_.empty_rows = static_cast<EmptyRowPolicy>(d.empty_rows);
+    info_.precision = precision_of(d.precision);
+    info_.limits = limits_of(d.limits);
+    info_.description = "from " + origin;
+    who_ = fmt::format("plugin implementation '{}' ({})", info_.name, origin);
+  }
+
+  const ImplInfo& info() const override { return info_; }
+
+  ForwardResult forward(const Problem& given) const override {
+    std::lock_guard lock(mutex_);
+    Problem packed;
+    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
+    const Problem& p = strided ? given : (packed = given.contiguous());
+    CProblem cp(p);
+    const Shape out_shape{p.batch, p.heads, p.tq, p.dv};
+    GuardedArray out("out", p.dtype, out_shape,
+                     strided ? layout_like(p.q, {p.batch, p.heads, p.tq, p.dk}, out_shape)
+                             : contiguous(out_shape));
+    std::optional<GuardedArray> weights, lse;
+    if (info_.has(ATTNCHECK_FEATURE_WEIGHTS)) {
+      const Shape s{p.batch, p.heads, p.tq, p.tk};
+      weights.emplace("weights", DType::f64, s, contiguous(s));
+    }
+    if (info_.has(ATTNCHECK_FEATURE_LSE)) {
+      const Shape s{p.batch, p.heads, p.tq, 1};
+      lse.emplace("lse", DType::f64, s, contiguous(s));
+    }
+    attncheck_outputs co;
+    std::memset(&co, 0, sizeof co);
+    co.out = out.data();
+    copy_strides(co.out_strides, out.strides());
+    co.weights = weights ? static_cast<double*>(weights->data()) : nullptr;
+    co.lse = lse ? static_cast<double*>(lse->data()) : nullptr;
+
+    const int code = desc_.forward(desc_.ctx, &cp.c, &co);
+
+    out.check_guards(who_);
+    if (weights) weights->check_guards(who_);
+    if (lse) lse->check_guards(who_);
+    switch (code) {
+      case ATTNCHECK_OK:
+        break;
+      case ATTNCHECK_ERROR:
+        return ForwardResult::failure(error_message(co));
+      case ATTNCHECK_UNSUPPORTED:
+        return ForwardResult::unsupported();
+      default:
+        throw PluginContractError(bad_code(who_, "forward", code));
+    }
+    out.check_written(who_);
+    if (weights) weights->check_written(who_);
+    if (lse) lse->check_written(who_);
+    ForwardResult r;
+    r.out = out.values();
+    if (weights) r.weights = weights->values();
+    if (lse) r.lse = lse->values();
+    return r;
+  }
+
+  BackwardResult backward(const Problem& given) const override {
+    if (!info_.has(ATTNCHECK_FEATURE_BACKWARD) || !desc_.backward) {
+      return Implementation::backward(given);
+    }
+    std::lock_guard lock(mutex_);
+    Problem packed;
+    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
+    const Problem& p = strided ? given : (packed = given.contiguous());
+    CProblem cp(p);
+    const std::vector<unsigned char> dout = encode(p.dtype, p.dout);
+    attncheck_grads grads;
+    std::memset(&grads, 0, sizeof grads);
+    grads.dout = dout.data();
+    copy_strides(grads.dout_strides, contiguous({p.batch, p.heads, p.tq, p.dv}));
+    const Shape q_shape{p.batch, p.heads, p.tq, p.dk};
+    const Shape k_shape{p.batch, p.kv_heads, p.tk, p.dk};
+    const Shape v_shape{p.batch, p.kv_heads, p.tk, p.dv};
+    GuardedArray dq("dq", p.dtype, q_shape, contiguous(q_shape));
+    GuardedArray dk("dk", p.dtype, k_shape, contiguous(k_shape));
+    GuardedArray dv("dv", p.dtype, v_shape, contiguous(v_shape));
+    grads.dq = dq.data();
+    grads.dk = dk.data();
+    grads.dv = dv.data();
+    // Backward's outputs carry only the error message.
+    attncheck_outputs co;
+    std::memset(&co, 0, sizeof co);
+
+    const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
+
+    for (const GuardedArray* g : {&dq, &dk, &dv}) g->check_guards(who_);
+    BackwardResult r;
+    switch (code) {
+      case ATTNCHECK_OK:
+        break;
+      case ATTNCHECK_ERROR:
+        r.status = Status::error;
+        r.error = error_message(co);
+        return r;
+      case ATTNCHECK_UNSUPPORTED:
+        r.status = Status::unsupported;
+        return r;
+      default:
+        throw PluginContractError(bad_code(who_, "backward", code));
+    }
+    for (const GuardedArray* g : {&dq, &dk, &dv}) g->check_written(who_);
+    r.dq = dq.values();
+    r.dk = dk.values();
+    r.dv = dv.values();
+    return r;
+  }
+
+ private:
+  attncheck_impl desc_;
+  std::shared_ptr<void> keep_alive_;
+  ImplInfo info_;
+  std::string who_;
+  // SPEC 5.1: one implementation is never entered from two threads at once.
+  mutable std::mutex mutex_;
+};
+
+constexpr uint32_t kKnownDtypes =
+    (1u << ATTNCHECK_F64) | (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_BF16) | (1u << ATTNCHECK_F16);
+constexpr uint32_t kKnownFeatures = (ATTNCHECK_FEATURE_NONDETERMINISTIC << 1) - 1;
+
+// Reads a NUL-terminated C string of at most 255 characters, or nullopt.
+std::optional<std::string> bounded_string(const char* s) {
+  const size_t n = strnlen(s, 256);
+  if (n == 256) return std::nullopt;
+  return std::string(s, n);
+}
+
+// dlerror()'s text, without the file name dlopen already put in front.
+std::string dl_message(const std::string& opened) {
+  const char* e = dlerror();
+  std::string m = e ? e : "unknown dlopen error";
+  if (m.rfind(opened + ": ", 0) == 0) m.erase(0, opened.size() + 2);
+  std::replace(m.begin(), m.end(), '\n', ' ');
+  return m;
+}
+
+}  // namespace
+
+void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin) {
+  std::string where = fmt::format("{}: descriptor {}", origin, index);
+  const auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
+  // Nothing past abi_version is read from a descriptor of another version:
+  // its layout may differ.
+  if (d.abi_version != ATTNCHECK_ABI_VERSION) {
+    fail(
+        fmt::format("abi_version is {}, but this attncheck speaks ATTNCHECK_ABI_VERSION {} "
+                    "(rebuild the plugin against its plugin.h)",
+                    d.abi_version, ATTNCHECK_ABI_VERSION));
+  }
+  if (!d.name) fail("name is NULL");
+  const auto name = bounded_string(d.name);
+  if (!name) fail("name is longer than 255 characters");
+  if (!valid_impl_name(*name))
+    fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", *name));
+  where += fmt::format(" (name '{}')", *name);
+  if (d.dtypes == 0) fail("declares no dtype (dtypes is 0)");
+  if (d.dtypes & ~kKnownDtypes)
+    fail(fmt::format("unknown dtype bits {:#x}", d.dtypes & ~kKnownDtypes));
+  if (d.features & ~kKnownFeatures) {
+    fail(fmt::format("unknown feature bits {:#x}", d.features & ~kKnownFeatures));
+  }
+  if (!d.forward) fail("forward is NULL");
+  if ((d.features & ATTNCHECK_FEATURE_BACKWARD) && !d.backward) {
+    fail("declares ATTNCHECK_FEATURE_BACKWARD but backward is NULL");
+  }
+  if (d.empty_rows != ATTNCHECK_EMPTY_ROW_ERROR && d.empty_rows != ATTNCHECK_EMPTY_ROW_ZERO) {
+    fail(
+        fmt::format("unknown empty_rows policy {} (expected ATTNCHECK_EMPTY_ROW_ERROR or "
+                    "ATTNCHECK_EMPTY_ROW_ZERO)",
+                    d.empty_rows));
+  }
+  if (d.precision.accum > ATTNCHECK_F16)
+    fail(fmt::format("precision.accum {} is no dtype", d.precision.accum));
+  if (d.precision.p_cast > ATTNCHECK_F16)
+    fail(fmt::format("precision.p_cast {} is no dtype", d.precision.p_cast));
+  if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
+  if (d.precision.key_block < 0) fail("precision.key_block is negative");
+  const attncheck_limits& l = d.limits;
+  const std::pair<const char*, int64_t> limits[] = {
+      {"max_tq", l.max_tq}, {"max_tk", l.max_tk}, {"max_batch_heads", l.max_batch_heads},
+      {"dk_min", l.dk_min}, {"dk_max", l.dk_max}, {"dk_multiple", l.dk_multiple}};
+  for (const auto& [field, value] : limits) {
+    if (value < 0) fail(fmt::format("limits.{} is negative ({}; 0 = no limit)", field, value));
+  }
+  if (l.dk_max > 0 && l.dk_min > l.dk_max) {
+    fail(fmt::format("limits.dk_min {} exceeds limits.dk_max {}", l.dk_min, l.dk_max));
+  }
+  if (l.dv_equals_dk > 1) fail("limits.dv_equals_dk must be 0 or 1");
+}
+
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive) {
+  return std::make_shared<PluginImpl>(d, origin, std::move(keep_alive));
+}
+
+std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path + ": is a directory, not a shared object");
+  // Without a slash dlopen searches the library path instead of the file.
+  const std::string opened = path.find('/') == std::string::npos ? "./" + path : path;
+  dlerror();
+  void* handle = dlopen(opened.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    throw InputError(
+        fmt::format("{}: cannot load it as a shared object: {}", path, dl_message(opened)));
+  }
+  std::shared_ptr<void> keep_alive(handle, [](void* h) { dlclose(h); });
+  void* symbol = dlsym(handle, "attncheck_plugin_impls");
+  if (!symbol) {
+    throw InputError(path + ": does not export attncheck_plugin_impls (see attncheck/plugin.h)");
+  }
+  // POSIX guarantees a data pointer from dlsym converts to a function pointer.
+  attncheck_plugin_impls_fn list = nullptr;
+  static_assert(sizeof list == sizeof symbol);
+  std::memcpy(&list, &symbol, sizeof list);
+  size_t count = 0;
+  const attncheck_impl* descriptors = list(&count);
+  if (!descriptors) throw InputError(path + ": attncheck_plugin_impls returned NULL");
+  if (count == 0)
+    throw InputError(path + ": attncheck_plugin_impls exports no implementation (count 0)");
+  if (count > 4096) {
+    throw InputError(
+        fmt::format("{}: attncheck_plugin_impls gave an implausible count {}", path, count));
+  }
+  std::map<std::string, size_t> seen;
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  for (size_t i = 0; i < count; ++i) {
+    validate_plugin_descriptor(descriptors[i], i, path);
+    const std::string name = descriptors[i].name;
+    if (const auto [it, fresh] = seen.emplace(name, i); !fresh) {
+      throw InputError(fmt::format("{}: descriptor {} (name '{}'): descriptor {} has the same name",
+                                   path, i, name, it->second));
+    }
+    impls.push_back(make_plugin_impl(descriptors[i], path, keep_alive));
+  }
+  return impls;
+}
+
+std::vector<std::shared_ptr<const Implementation>> load_plugins(
+    const std::vector<std::string>& paths) {
+  std::vector<std::shared_ptr<const Implementation>> all;
+  std::map<std::string, std::string> origin;  // name -> path
+  for (const std::string& path : paths) {
+    for (auto& impl : load_plugin(path)) {
+      const std::string& name = impl->info().name;
+      if (find_impl(name)) {
+        throw InputError(
+            fmt::format("{}: implementation '{}' has the name of a built-in "
+                        "implementation (see attncheck list); rename it",
+                        path, name));
+      }
+      if (const auto [it, fresh] = origin.emplace(name, path); !fresh) {
+        throw InputError(
+            fmt::format("{}: implementation '{}' is also exported by {}", path, name, it->second));
+      }
+      all.push_back(std::move(impl));
+    }
+  }
+  return all;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,513 @@
+// The hypothesis table, and the test of every hypothesis against an output.
+//
+// A hypothesis H explains an output o^ of problem p when
+//   (1) o^ matches H's result r_H element by element within the tolerance
+//       of SPEC 4 computed for H's result (the implementation's traits, or
+//       the lower precision H supposes), and
+//   (2) r_H is told apart from the correct result r: at some element of a
+//       row that is well-conditioned for p, |r_H - r| exceeds the sum of the
+//       two tolerances, so no output lies within both. (Precision
+//       hypotheses keep r_H = r and need o^ to fail the declared tolerance
+//       instead.)
+// A correct implementation is within its tolerance of r everywhere, so by
+// (2) it is never within H's tolerance of r_H at the telling element: it is
+// never given a diagnosis, and a hypothesis that changes nothing on this
+// problem (alignment swapped when tq == tk) is never reported.
+
+#include "attncheck/diagnosis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "attncheck/tolerance.h"
+
+namespace attncheck {
+namespace {
+
+// Recomputations for what a Problem cannot express work in long double
+// (a 64-bit significand on x86-64, 113 bits on aarch64 Linux): 2^11 times
+// finer than f64, whose tolerances are the tightest, so its own rounding
+// does not matter next to the tolerance it is judged with.
+using Real = long double;
+
+using Transform = std::function<std::optional<Problem>(const Problem&)>;
+
+// A hypothesis that is attention on another problem: its exact result is the
+// oracle's for that problem, judged with the declared traits.
+AlternativeFn transformed(Transform transform) {
+  return [transform = std::move(transform)](
+             const Problem& p, const OracleResult&,
+             const PrecisionTraits& declared) -> std::optional<Alternative> {
+    std::optional<Problem> changed = transform(p);
+    if (!changed) return std::nullopt;
+    Alternative a;
+    a.result = oracle(*changed);
+    a.problem = std::move(*changed);
+    a.traits = declared;
+    return a;
+  };
+}
+
+// The problem with scale `scale(p)` in place of p.scale.
+AlternativeFn with_scale(std::function<double(const Problem&)> scale) {
+  return transformed([scale = std::move(scale)](const Problem& p) -> std::optional<Problem> {
+    const double s = scale(p);
+    if (s == p.scale) return std::nullopt;
+    Problem a = p;
+    a.scale = s;
+    return a;
+  });
+}
+
+// The constraints SPEC 1 AND-s, one by one, so a rule can replace one.
+bool key_ok(const Problem& p, int64_t b, int64_t j) {
+  return p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)] != 0;
+}
+bool causal_ok(const Problem& p, int64_t i, int64_t j) { return !p.causal || j <= p.position(i); }
+bool left_ok(const Problem& p, int64_t i, int64_t j) {
+  return p.window_left < 0 || j >= p.position(i) - p.window_left;
+}
+bool right_ok(const Problem& p, int64_t i, int64_t j) {
+  return p.window_right < 0 || j <= p.position(i) + p.window_right;
+}
+bool mask_ok(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return !p.mask || p.mask->at(b, h, i, j, p.tq, p.tk) != 0;
+}
+
+using KeyRule = std::function<bool(const Problem&, int64_t b, int64_t h, int64_t i, int64_t j)>;
+
+// A hypothesis about which keys a query sees: the problem whose only
+// constraint is the explicit mask of `rule`, where `applies(p)`.
+AlternativeFn restricted(std::function<bool(const Problem&)> applies, KeyRule rule) {
+  return transformed([applies = std::move(applies),
+                      rule = std::move(rule)](const Problem& p) -> std::optional<Problem> {
+    if (!applies(p)) return std::nullopt;
+    Broadcast<uint8_t> mask;
+    mask.batch = p.batch;
+    mask.heads = p.heads;
+    mask.data.resize(static_cast<size_t>(p.score_elements()));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            mask.at(b, h, i, j, p.tq, p.tk) = rule(p, b, h, i, j) ? 1 : 0;
+    Problem a = p;
+    a.key_valid.clear();
+    a.causal = false;
+    a.window_left = a.window_right = -1;
+    a.mask = std::move(mask);
+    return a;
+  });
+}
+
+// GQA with query head h reading K/V head h % kv_heads: the problem with each
+// query head's K/V copied out under that mapping.
+std::optional<Problem> kv_heads_by_modulo(const Problem& p) {
+  if (p.kv_heads <= 1 || p.kv_heads >= p.heads) return std::nullopt;  // both maps agree
+  Problem a = p;
+  a.kv_heads = p.heads;
+  a.k = make_tensor(p.batch, p.heads, p.tk, p.dk);
+  a.v = make_tensor(p.batch, p.heads, p.tk, p.dv);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t j = 0; j < p.tk; ++j) {
+        for (int64_t d = 0; d < p.dk; ++d) a.k.at(b, h, j, d) = p.k.at(b, h % p.kv_heads, j, d);
+        for (int64_t d = 0; d < p.dv; ++d) a.v.at(b, h, j, d) = p.v.at(b, h % p.kv_heads, j, d);
+      }
+  return a;
+}
+
+// Softmax attention over given scores (s_ij at every key, [b][h][tq][tk])
+// and the allowed keys of `a`, in long double, with the row quantities
+// tolerances() reads.
+OracleResult softmax_of_scores(const Problem& a, std::vector<double> scores,
+                               std::vector<double> abs_dot) {
+  const auto rows = static_cast<size_t>(a.batch * a.heads * a.tq);
+  const Real inf = std::numeric_limits<Real>::infinity();
+  OracleResult r;
+  r.out.assign(rows * static_cast<size_t>(a.dv), 0.0);
+  r.weights.assign(rows * static_cast<size_t>(a.tk), 0.0);
+  r.lse.assign(rows, -std::numeric_limits<double>::infinity());
+  r.row_max.assign(rows, -std::numeric_limits<double>::infinity());
+  r.row_sum.assign(rows, 0.0);
+  r.row_allowed.assign(rows, 0);
+  r.row_empty.assign(rows, 0);
+  std::vector<Real> e(static_cast<size_t>(a.tk));
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t i = 0; i < a.tq; ++i) {
+        const size_t row = row_index(a, b, h, i);
+        Real m = -inf;
+        int64_t n = 0;
+        for (int64_t j = 0; j < a.tk; ++j)
+          if (a.allowed(b, h, i, j)) {
+            m = std::max(m, static_cast<Real>(scores[weight_index(a, b, h, i, j)]));
+            ++n;
+          }
+        if (n == 0) {
+          r.row_empty[row] = 1;
+          r.empty_rows.push_back({b, h, i});
+          continue;
+        }
+        Real l = 0;
+        for (int64_t j = 0; j < a.tk; ++j) {
+          const auto jj = static_cast<size_t>(j);
+          e[jj] = a.allowed(b, h, i, j)
+                      ? std::exp(static_cast<Real>(scores[weight_index(a, b, h, i, j)]) - m)
+                      : 0;
+          l += e[jj];
+        }
+        for (int64_t j = 0; j < a.tk; ++j)
+          r.weights[weight_index(a, b, h, i, j)] =
+              static_cast<double>(e[static_cast<size_t>(j)] / l);
+        for (int64_t d = 0; d < a.dv; ++d) {
+          Real c = 0;
+          for (int64_t j = 0; j < a.tk; ++j)
+            c += e[static_cast<size_t>(j)] / l * static_cast<Real>(a.v.at(b, a.kv_head(h), j, d));
+          r.out[out_index(a, b, h, i, d)] = static_cast<double>(c);
+        }
+        r.row_max[row] = static_cast<double>(m);
+        r.row_sum[row] = static_cast<double>(l);
+        r.row_allowed[row] = n;
+        r.lse[row] = static_cast<double>(m + std::log(l));
+      }
+  r.scores = std::move(scores);
+  r.abs_dot = std::move(abs_dot);
+  return r;
+}
+
+// Masking by a finite score instead of -inf: every key takes part, the
+// disallowed ones with score fill(s_ij). `from_dot` says whether the filled
+// score still comes from the dot product (an additive mask) or is a
+// constant (so carries no dot-product error).
+AlternativeFn masked_by_fill(std::function<Real(double)> fill, bool from_dot) {
+  return [fill = std::move(fill), from_dot](
+             const Problem& p, const OracleResult& correct,
+             const PrecisionTraits& declared) -> std::optional<Alternative> {
+    std::vector<double> scores = correct.scores, abs_dot = correct.abs_dot;
+    bool any = false;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j) {
+            if (p.allowed(b, h, i, j)) continue;
+            any = true;
+            const size_t w = weight_index(p, b, h, i, j);
+            scores[w] = static_cast<double>(fill(scores[w]));
+            if (!from_dot) abs_dot[w] = 0;
+          }
+    if (!any) return std::nullopt;
+    Alternative a;
+    a.problem = p;
+    a.problem.key_valid.clear();
+    a.problem.causal = false;
+    a.problem.window_left = a.problem.window_right = -1;
+    a.problem.mask.reset();
+    a.result = softmax_of_scores(a.problem, std::move(scores), std::move(abs_dot));
+    a.traits = declared;
+    return a;
+  };
+}
+
+// Each key's column normalised over the queries that may see it, instead of
+// each query's row over its keys. The tolerance is computed as for rows from
+// the column weights (their logit and normalisation terms); lse is left out,
+// as the hypothesis does not say which normaliser an implementation reports.
+std::optional<Alternative> softmax_over_queries(const Problem& p, const OracleResult& correct,
+                                                const PrecisionTraits& declared) {
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.predicts_lse = false;
+  const Real inf = std::numeric_limits<Real>::infinity();
+  std::vector<Real> w(static_cast<size_t>(p.tq * p.tk));  // one slice, [i][j]
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const auto at = [&](int64_t i, int64_t j) { return static_cast<size_t>(i * p.tk + j); };
+      for (int64_t j = 0; j < p.tk; ++j) {
+        Real m = -inf, z = 0;
+        for (int64_t i = 0; i < p.tq; ++i)
+          if (p.allowed(b, h, i, j))
+            m = std::max(m, static_cast<Real>(correct.scores[weight_index(p, b, h, i, j)]));
+        for (int64_t i = 0; i < p.tq; ++i) {
+          w[at(i, j)] =
+              p.allowed(b, h, i, j)
+                  ? std::exp(static_cast<Real>(correct.scores[weight_index(p, b, h, i, j)]) - m)
+                  : 0;
+          z += w[at(i, j)];
+        }
+        for (int64_t i = 0; i < p.tq; ++i) {
+          if (z > 0) w[at(i, j)] /= z;
+          a.result.weights[weight_index(p, b, h, i, j)] = static_cast<double>(w[at(i, j)]);
+        }
+      }
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d) {
+          Real c = 0;
+          for (int64_t j = 0; j < p.tk; ++j)
+            c += w[at(i, j)] * static_cast<Real>(p.v.at(b, p.kv_head(h), j, d));
+          a.result.out[out_index(p, b, h, i, d)] = static_cast<double>(c);
+        }
+    }
+  return a;
+}
+
+// The correct values under the traits of `lower` arithmetic, for an
+// implementation that declares `declared_accum` accumulation: the output
+// must fit the former and fail the latter.
+AlternativeFn computed_in(DType declared_accum, DType lower) {
+  return [declared_accum, lower](const Problem& p, const OracleResult& correct,
+                                 const PrecisionTraits& declared) -> std::optional<Alternative> {
+    if (declared.accum != declared_accum) return std::nullopt;
+    Alternative a;
+    a.problem = p;
+    a.result = correct;
+    a.traits = declared;
+    a.traits.accum = lower;
+    if (unit_roundoff(a.traits.p_cast) < unit_roundoff(lower)) a.traits.p_cast = lower;
+    // The lower format's exp is at best within an ulp (glibc's expf).
+    a.traits.exp_ulps = std::max<uint32_t>(declared.exp_ulps, 1);
+    a.same_values = true;
+    return a;
+  };
+}
+
+bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
+
+std::vector<Hypothesis> make_table() {
+  return {
+      {"scale_one", "output matches attention with scale = 1 (missing 1/sqrt(dk)?)",
+       with_scale([](const Problem&) { return 1.0; })},
+      {"scale_over_dk", "output matches attention with scale = 1/dk (1/dk in place of 1/sqrt(dk)?)",
+       with_scale([](const Problem& p) { return 1.0 / static_cast<double>(p.dk); })},
+      {"scale_over_sqrt_dv",
+       "output matches attention with scale = 1/sqrt(dv) (the value dim in place of dk?)",
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dv); })},
+      {"scale_argument_ignored",
+       "output matches attention with the default scale 1/sqrt(dk) (the scale argument ignored?)",
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dk); })},
+      {"softmax_query_axis",
+       "output matches a softmax over the query axis (each key's column normalised instead of "
+       "each query's row?)",
+       softmax_over_queries},
+      {"alignment_swapped",
+       "output matches the causal mask and window with the other alignment (top-left and "
+       "bottom-right swapped?)",
+       transformed([](const Problem& p) -> std::optional<Problem> {
+         if ((!p.causal && !has_window(p)) || p.tq == p.tk) return std::nullopt;
+         Problem a = p;
+         a.align = p.align == Align::top_left ? Align::bottom_right : Align::top_left;
+         return a;
+       })},
+      {"causal_strict", "output matches a strict causal mask j < p_i (the diagonal masked?)",
+       restricted([](const Problem& p) { return p.causal; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && j < p.position(i) && left_ok(p, i, j) &&
+                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {"causal_off_by_one",
+       "output matches a causal mask allowing j <= p_i + 1 (causal mask off by one?)",
+       restricted([](const Problem& p) { return p.causal; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && j <= p.position(i) + 1 && left_ok(p, i, j) &&
+                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {"window_left_edge_excluded",
+       "output matches a window without its left edge, p_i - left < j (window off by one?)",
+       restricted([](const Problem& p) { return p.window_left >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) &&
+                           j > p.position(i) - p.window_left && right_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {"window_right_off_by_one",
+       "output matches a window reaching one key further right, j <= p_i + right + 1 (window "
+       "off by one?)",
+       restricted([](const Problem& p) { return p.window_right >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           j <= p.position(i) + p.window_right + 1 && mask_ok(p, b, h, i, j);
+                  })},
+      {"window_right_ignored",
+       "output matches the window without its right bound (right bound ignored?)",
+       restricted([](const Problem& p) { return p.window_right >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {"mask_polarity_inverted",
+       "output matches the explicit mask inverted (1 read as masked, 0 as allowed?)",
+       restricted([](const Problem& p) { return p.mask.has_value(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           right_ok(p, i, j) && !mask_ok(p, b, h, i, j);
+                  })},
+      {"key_padding_on_queries",
+       "output matches key padding applied to the queries (key_valid[b][i] masking query rows "
+       "instead of keys?)",
+       restricted([](const Problem& p) { return !p.key_valid.empty(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return (i >= p.tk || key_ok(p, b, i)) && causal_ok(p, i, j) &&
+                           left_ok(p, i, j) && right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {"key_padding_batch0",
+       "output matches batch 0's key padding used for every batch entry (batch index of "
+       "key_valid ignored?)",
+       restricted([](const Problem& p) { return !p.key_valid.empty() && p.batch > 1; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, 0, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {"kv_head_modulo",
+       "output matches GQA with query head h reading K/V head h % kv_heads (instead of "
+       "h / (heads / kv_heads)?)",
+       transformed(kv_heads_by_modulo)},
+      {"bias_ignored", "output matches attention without the bias (bias ignored?)",
+       transformed([](const Problem& p) -> std::optional<Problem> {
+         if (!p.bias) return std::nullopt;
+         Problem a = p;
+         a.bias.reset();
+         return a;
+       })},
+      {"softcap_ignored", "output matches attention without the softcap (softcap ignored?)",
+       transformed([](const Problem& p) -> std::optional<Problem> {
+         if (p.softcap == 0) return std::nullopt;
+         Problem a = p;
+         a.softcap = 0;
+         return a;
+       })},
+      {"finite_mask_fill",
+       "output matches masking with score -20 at disallowed keys (a finite fill in place of "
+       "-inf?)",
+       masked_by_fill([](double) { return Real{-20}; }, false)},
+      {"mask_fill_1e9",
+       "output matches masking by adding -1e9 to disallowed scores (an additive mask in place "
+       "of -inf?)",
+       masked_by_fill([](double s) { return static_cast<Real>(s) - Real{1e9}; }, true)},
+      {"computed_in_f32",
+       "output fits f32 arithmetic's tolerance but not the declared f64 one (computed in f32?)",
+       computed_in(DType::f64, DType::f32)},
+      {"computed_in_bf16",
+       "output fits bf16 arithmetic's tolerance but not the declared f32 one (computed in "
+       "bf16?)",
+       computed_in(DType::f32, DType::bf16)},
+  };
+}
+
+bool within(double got, double expected, double tol) {
+  return got == expected || std::fabs(got - expected) <= tol;
+}
+
+// One array of an output against a hypothesis.
+struct ArrayCheck {
+  const std::vector<double>& got;
+  const std::vector<double>& correct;
+  const std::vector<double>& correct_tol;
+  const std::vector<double>& alternative;
+  const std::vector<double>& alternative_tol;
+  size_t per_row;  // elements per row (b, h, i), for the row's conditioning
+};
+
+struct Verdict {
+  bool matches = true;      // every element within the alternative's tolerance
+  bool told_apart = false;  // condition (2) of the header comment
+};
+
+void judge(const ArrayCheck& a, const std::vector<uint8_t>& ill_conditioned, bool same_values,
+           Verdict& v) {
+  for (size_t k = 0; k < a.got.size(); ++k) {
+    if (!within(a.got[k], a.alternative[k], a.alternative_tol[k])) {
+      v.matches = false;
+      return;
+    }
+    // The correct tolerance of an ill-conditioned row is not trusted (and
+    // not computed): such a row can not tell anything apart.
+    if (ill_conditioned[k / a.per_row]) continue;
+    const bool apart = same_values ? !within(a.got[k], a.correct[k], a.correct_tol[k])
+                                   : a.alternative[k] != a.correct[k] &&
+                                         !(std::fabs(a.alternative[k] - a.correct[k]) <=
+                                           a.alternative_tol[k] + a.correct_tol[k]);
+    if (apart) v.told_apart = true;
+  }
+}
+
+}  // namespace
+
+const std::vector<Hypothesis>& hypothesis_table() {
+  static const std::vector<Hypothesis> table = make_table();
+  return table;
+}
+
+const Hypothesis* find_hypothesis(std::string_view name) {
+  for (const Hypothesis& h : hypothesis_table())
+    if (h.name == name) return &h;
+  return nullptr;
+}
+
+std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got,
+                                  const ImplInfo& info) {
+  std::vector<std::string> names;
+  if (got.status != Status::ok) return names;
+  const OracleResult correct = oracle(p);
+  if (got.out.size() != correct.out.size()) return names;
+  const Tolerances tol = tolerances(p, correct, info.precision);
+  const bool weights =
+      info.has(ATTNCHECK_FEATURE_WEIGHTS) && got.weights.size() == correct.weights.size();
+  const bool lse = info.has(ATTNCHECK_FEATURE_LSE) && got.lse.size() == correct.lse.size();
+  // Values the oracle reports uncertified are still within an ulp of the
+  // exact ones, far inside any tolerance: good enough to name a suspect.
+  for (const Hypothesis& h : hypothesis_table()) {
+    std::optional<Alternative> alt;
+    try {
+      alt = h.alternative(p, correct, info.precision);
+    } catch (const std::exception&) {
+      continue;  // a problem the hypothesis can not be computed for explains nothing
+    }
+    if (!alt) continue;
+    const Tolerances alt_tol = tolerances(alt->problem, alt->result, alt->traits);
+    // Beyond the first-order analysis the alternative's tolerance is not
+    // trusted: no claim either way.
+    if (alt_tol.ill_conditioned_rows > 0) continue;
+    const OracleResult& r = alt->result;
+    Verdict v;
+    judge({got.out, correct.out, tol.out, r.out, alt_tol.out, static_cast<size_t>(p.dv)},
+          tol.ill_conditioned, alt->same_values, v);
+    if (v.matches && weights) {
+      judge({got.weights, correct.weights, tol.weights, r.weights, alt_tol.weights,
+             static_cast<size_t>(p.tk)},
+            tol.ill_conditioned, alt->same_values, v);
+    }
+    if (v.matches && lse && alt->predicts_lse) {
+      judge({got.lse, correct.lse, tol.lse, r.lse, alt_tol.lse, 1}, tol.ill_conditioned,
+            alt->same_values, v);
+    }
+    if (v.matches && v.told_apart) names.push_back(h.name);
+  }
+  return names;
+}
+
+std::vector<std::string> diagnose_failure(const Implementation& impl, const Problem& p) {
+  try {
+    return diagnose(p, impl.forward(p), impl.info());
+  } catch (...) {
+    // An implementation that throws, or a problem the oracle refuses, has
+    // no output to explain.
+    return {};
+  }
+}
+
+std::string describe_diagnosis(const std::vector<std::string>& names) {
+  if (names.empty()) return "  diagnosis: no known bug class explains it\n";
+  std::string s;
+  for (const std::string& name : names) {
+    const Hypothesis* h = find_hypothesis(name);
+    s += "  diagnosis: " + (h ? h->description : name) + "\n";
+  }
+  return s;
+}
+
+}  // namespace attncheck

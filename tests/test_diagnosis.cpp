@@ -1,0 +1,362 @@
+// Tests of the failure diagnosis: every broken implementation whose bug
+// class is in the hypothesis table is named by the report of the property
+// made to catch it; hypotheses without a broken implementation are shown on
+// implementations made here; a hypothesis that changes nothing is not
+// reported; and correct implementations never get a diagnosis.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "attncheck/diagnosis.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+#include "attncheck/report.h"
+
+namespace attncheck {
+namespace {
+
+RunConfig ci_config() {
+  RunConfig c;
+  c.seed = kDefaultSeed;
+  return c;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return "[" + s + "]";
+}
+
+// The outcome must be a failure naming `hypothesis` in the outcome, the
+// report text and the JSON report.
+void expect_diagnosed(const PropertyOutcome& o, const std::string& hypothesis) {
+  ASSERT_EQ(o.status, PropertyStatus::failed) << o.message;
+  EXPECT_TRUE(contains(o.diagnosis, hypothesis))
+      << "diagnosis " << joined(o.diagnosis) << " lacks " << hypothesis << " in\n"
+      << o.message;
+  const Hypothesis* h = find_hypothesis(hypothesis);
+  ASSERT_NE(h, nullptr) << hypothesis;
+  EXPECT_NE(o.message.find("  diagnosis: " + h->description + "\n"), std::string::npos)
+      << o.message;
+  const nlohmann::json report = report_json({o}, kDefaultSeed, "ci");
+  EXPECT_TRUE(contains(report.at("results").at(0).at("diagnosis").get<std::vector<std::string>>(),
+                       hypothesis));
+}
+
+// --- Broken implementations whose bug class is in the table.
+
+struct Expected {
+  std::string impl, hypothesis;
+  std::string property = {};  // empty: the property made to catch it
+};
+
+void PrintTo(const Expected& e, std::ostream* os) { *os << e.impl << " -> " << e.hypothesis; }
+
+const std::vector<Expected> kBrokenInTable = {
+    {"broken_unscaled", "scale_one"},
+    {"broken_scale_over_dk", "scale_over_dk"},
+    {"broken_softmax_query_axis", "softmax_query_axis"},
+    {"broken_alignment_swapped", "alignment_swapped"},
+    {"broken_causal_off_by_one", "causal_off_by_one"},
+    {"broken_window_off_by_one", "window_left_edge_excluded"},
+    {"broken_mask_polarity_inverted", "mask_polarity_inverted"},
+    {"broken_key_padding_on_queries", "key_padding_on_queries"},
+    {"broken_wrong_kv_head", "kv_head_modulo"},
+    {"broken_f64_in_f32", "computed_in_f32"},
+    {"broken_finite_mask_fill", "finite_mask_fill"},
+    // MaskedWeightsAreZero fails it on the problem it derives (huge K at
+    // masked keys), which the failure record does not keep; its shrunk
+    // problem computes right. ExtremeScoresStayFinite fails it on the
+    // shrunk problem itself (masked scores grow with the rest).
+    {"broken_mask_fill_1e9", "mask_fill_1e9", "ExtremeScoresStayFinite"},
+};
+
+// The property made to catch the implementation, or MatchesOracle where
+// that one is statistical (ScaledScoreVarianceNearOne): a statistical
+// property has no single shrunk case to diagnose.
+const PropertyDef& diagnosing_property(const ImplInfo& info) {
+  const PropertyDef* p = find_property(info.caught_by);
+  if (p == nullptr || !p->replay) p = find_property("MatchesOracle");
+  return *p;
+}
+
+class BrokenIsDiagnosed : public testing::TestWithParam<Expected> {};
+
+TEST_P(BrokenIsDiagnosed, ByThePropertyMadeToCatchIt) {
+  const auto impl = find_impl(GetParam().impl);
+  ASSERT_NE(impl, nullptr) << GetParam().impl;
+  const PropertyDef& prop = GetParam().property.empty() ? diagnosing_property(impl->info())
+                                                        : *find_property(GetParam().property);
+  expect_diagnosed(run_property(prop, *impl, DType::f64, ci_config()), GetParam().hypothesis);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BrokenIsDiagnosed, testing::ValuesIn(kBrokenInTable),
+                         [](const testing::TestParamInfo<Expected>& info) {
+                           return info.param.impl;
+                         });
+
+TEST(Diagnosis, TableNamesAreUniqueAndEveryExpectedNameExists) {
+  std::set<std::string> names;
+  for (const Hypothesis& h : hypothesis_table()) {
+    EXPECT_TRUE(names.insert(h.name).second) << h.name;
+    EXPECT_FALSE(h.description.empty()) << h.name;
+    EXPECT_TRUE(h.alternative) << h.name;
+  }
+  for (const Expected& e : kBrokenInTable) EXPECT_TRUE(names.count(e.hypothesis)) << e.hypothesis;
+}
+
+// --- Bug classes without a broken implementation: made here from correct
+// ones by changing the problem before (or the result after) the call.
+
+class Variant : public Implementation {
+ public:
+  Variant(const std::string& base, std::string name, std::function<Problem(Problem)> before,
+          std::function<void(ForwardResult&)> after = {})
+      : base_(find_impl(base)), before_(std::move(before)), after_(std::move(after)) {
+    info_ = base_->info();
+    info_.name = std::move(name);
+    info_.kind = Kind::broken;
+  }
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override {
+    ForwardResult r = base_->forward(before_(p));
+    if (after_) after_(r);
+    return r;
+  }
+
+ private:
+  std::shared_ptr<const Implementation> base_;
+  ImplInfo info_;
+  std::function<Problem(Problem)> before_;
+  std::function<void(ForwardResult&)> after_;
+};
+
+struct MadeHere {
+  std::string name;  // the variant, also the test's name
+  std::string hypothesis;
+  std::function<std::shared_ptr<Implementation>()> make;
+  DType dtype = DType::f64;
+};
+
+std::shared_ptr<Implementation> variant(const std::string& base, const std::string& name,
+                                        std::function<Problem(Problem)> before,
+                                        std::function<void(ForwardResult&)> after = {}) {
+  return std::make_shared<Variant>(base, name, std::move(before), std::move(after));
+}
+
+// The strict causal mask j < p_i, through an explicit mask; the zero-policy
+// reference answers the rows it empties (the first queries) with zeros.
+Problem strict_causal(Problem p) {
+  if (!p.causal) return p;
+  Broadcast<uint8_t> m;
+  m.batch = p.batch;
+  m.heads = p.heads;
+  m.data.resize(static_cast<size_t>(p.score_elements()));
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < p.tk; ++j)
+          m.at(b, h, i, j, p.tq, p.tk) =
+              (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk)) && j < p.position(i);
+  p.mask = std::move(m);
+  p.causal = false;
+  return p;
+}
+
+const std::vector<MadeHere> kMadeHere = {
+    {"bias_ignored", "bias_ignored",
+     [] {
+       return variant("loop_f64", "bias_ignored", [](Problem p) {
+         p.bias.reset();
+         return p;
+       });
+     }},
+    {"softcap_ignored", "softcap_ignored",
+     [] {
+       return variant("loop_f64", "softcap_ignored", [](Problem p) {
+         p.softcap = 0;
+         return p;
+       });
+     }},
+    {"causal_strict", "causal_strict",
+     [] { return variant("loop_zero_f64", "causal_strict", strict_causal); }},
+    {"window_right_off_by_one", "window_right_off_by_one",
+     [] {
+       return variant("loop_f64", "window_right_off_by_one", [](Problem p) {
+         if (p.window_right >= 0) ++p.window_right;
+         return p;
+       });
+     }},
+    {"window_right_ignored", "window_right_ignored",
+     [] {
+       return variant("loop_f64", "window_right_ignored", [](Problem p) {
+         p.window_right = -1;
+         return p;
+       });
+     }},
+    {"key_padding_batch0", "key_padding_batch0",
+     [] {
+       return variant("loop_f64", "key_padding_batch0", [](Problem p) {
+         for (size_t k = static_cast<size_t>(p.tk); k < p.key_valid.size(); ++k)
+           p.key_valid[k] = p.key_valid[k % static_cast<size_t>(p.tk)];
+         return p;
+       });
+     }},
+    {"scale_over_sqrt_dv", "scale_over_sqrt_dv",
+     [] {
+       return variant("loop_f64", "scale_over_sqrt_dv", [](Problem p) {
+         p.scale = Problem::default_scale(p.dv);
+         return p;
+       });
+     }},
+    {"scale_argument_ignored", "scale_argument_ignored",
+     [] {
+       return variant("loop_f64", "scale_argument_ignored", [](Problem p) {
+         p.scale = Problem::default_scale(p.dk);
+         return p;
+       });
+     }},
+    {"f32_stored_in_bf16", "computed_in_bf16",
+     [] {
+       return variant(
+           "loop_f32", "f32_stored_in_bf16", [](Problem p) { return p; },
+           [](ForwardResult& r) {
+             for (auto* a : {&r.out, &r.weights, &r.lse})
+               for (double& x : *a) x = round_to(DType::bf16, x);
+           });
+     },
+     DType::f32},
+};
+
+void PrintTo(const MadeHere& m, std::ostream* os) { *os << m.name; }
+
+class MadeHereIsDiagnosed : public testing::TestWithParam<MadeHere> {};
+
+TEST_P(MadeHereIsDiagnosed, ByMatchesOracle) {
+  const auto impl = GetParam().make();
+  expect_diagnosed(
+      run_property(*find_property("MatchesOracle"), *impl, GetParam().dtype, ci_config()),
+      GetParam().hypothesis);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, MadeHereIsDiagnosed, testing::ValuesIn(kMadeHere),
+                         [](const testing::TestParamInfo<MadeHere>& info) {
+                           return info.param.name;
+                         });
+
+// --- Only hypotheses that change the result are reported.
+
+Problem causal_square_problem(int64_t dk, int64_t dv) {
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 3, 3, dk, dv);
+  p.causal = true;
+  // Small integers in [-2, 2], in no pattern the hypotheses care about.
+  int k = 0;
+  for (auto* t : {&p.q, &p.k, &p.v})
+    for (double& x : t->data) x = static_cast<double>((k++ * 7) % 5 - 2);
+  return p;
+}
+
+TEST(Diagnosis, HypothesesThatChangeNothingAreNotReported) {
+  const auto unscaled = find_impl("broken_unscaled");
+  // tq == tk: both alignments are the same mask; dv == dk: 1/sqrt(dv) is
+  // the correct scale. Only the missing scale explains the output.
+  const Problem p = causal_square_problem(4, 4);
+  EXPECT_EQ(diagnose(p, unscaled->forward(p), unscaled->info()),
+            std::vector<std::string>{"scale_one"});
+  // dv = 1: scale 1/sqrt(dv) is scale 1, and both explain it.
+  const Problem q = causal_square_problem(4, 1);
+  EXPECT_EQ(diagnose(q, unscaled->forward(q), unscaled->info()),
+            (std::vector<std::string>{"scale_one", "scale_over_sqrt_dv"}));
+  // dk = 1: the default scale is 1, the implementation is right, nothing to say.
+  const Problem r = causal_square_problem(1, 2);
+  EXPECT_TRUE(diagnose(r, unscaled->forward(r), unscaled->info()).empty());
+  // The alignment bug on a square problem computes the right thing.
+  const auto swapped = find_impl("broken_alignment_swapped");
+  EXPECT_TRUE(diagnose(p, swapped->forward(p), swapped->info()).empty());
+}
+
+TEST(Diagnosis, UnexplainedFailureSaysSo) {
+  EXPECT_EQ(describe_diagnosis({}), "  diagnosis: no known bug class explains it\n");
+  const PropertyOutcome o = run_property(*find_property("ConstantValuesReproduced"),
+                                         *find_impl("broken_extra_logit"), DType::f64, ci_config());
+  ASSERT_EQ(o.status, PropertyStatus::failed);
+  EXPECT_TRUE(o.diagnosis.empty()) << joined(o.diagnosis);
+  EXPECT_NE(o.message.find("  diagnosis: no known bug class explains it\n"), std::string::npos)
+      << o.message;
+}
+
+// --- Correct implementations never get a diagnosis.
+
+// A correct implementation that diagnoses every result it returns, so the
+// properties' own problems (masks, GQA, huge scores, translated keys...)
+// all go through the diagnosis.
+class SelfDiagnosing : public Implementation {
+ public:
+  explicit SelfDiagnosing(std::shared_ptr<const Implementation> base) : base_(std::move(base)) {}
+  const ImplInfo& info() const override { return base_->info(); }
+  ForwardResult forward(const Problem& p) const override {
+    ForwardResult r = base_->forward(p);
+    const auto names = diagnose(p, r, info());
+    ++diagnosed;
+    if (!names.empty() && first_wrong.empty()) {
+      std::ostringstream os;
+      os << joined(names) << " for a " << dtype_name(p.dtype) << " problem tq " << p.tq << " tk "
+         << p.tk << " dk " << p.dk << " dv " << p.dv << " heads " << p.heads << " kv_heads "
+         << p.kv_heads << " causal " << p.causal << " window [" << p.window_left << ", "
+         << p.window_right << "] mask " << p.mask.has_value();
+      first_wrong = os.str();
+    }
+    if (!names.empty()) ++wrong;
+    return r;
+  }
+  mutable int diagnosed = 0, wrong = 0;
+  mutable std::string first_wrong;
+
+ private:
+  std::shared_ptr<const Implementation> base_;
+};
+
+std::vector<std::string> correct_impls() {
+  std::vector<std::string> names;
+  for (const auto& impl : registered_impls())
+    if (impl->info().kind != Kind::broken) names.push_back(impl->info().name);
+  return names;
+}
+
+class CorrectGetsNone : public testing::TestWithParam<std::string> {};
+
+TEST_P(CorrectGetsNone, OnEveryProblemOfTheMaskAndValueProperties) {
+  RunConfig config = ci_config();
+  config.cases = 40;
+  const auto base = find_impl(GetParam());
+  SelfDiagnosing impl(base);
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (!base->info().supports(d)) continue;
+    for (const char* name : {"MatchesOracle", "MaskedWeightsAreZero", "ExtremeScoresStayFinite",
+                             "CausalPrefixIndependence", "WindowLocality",
+                             "GroupedQueryEquivalence", "KeyTranslationInvariance"}) {
+      const PropertyOutcome o = run_property(*find_property(name), impl, d, config);
+      EXPECT_NE(o.status, PropertyStatus::failed) << o.message;
+      EXPECT_TRUE(o.diagnosis.empty()) << joined(o.diagnosis);
+    }
+  }
+  EXPECT_GT(impl.diagnosed, 0);
+  EXPECT_EQ(impl.wrong, 0) << "of " << impl.diagnosed << ": " << impl.first_wrong;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, CorrectGetsNone, testing::ValuesIn(correct_impls()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace attncheck

@@ -1,0 +1,512 @@
+// The plugin loader (include/attncheck/plugin_loader.h): exact dtype
+// conversions, descriptor validation, the load errors of real shared
+// objects, and what a plugin implementation's calls hand over and check
+// (strides, guards, sentinels, return codes), with descriptors made here.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "attncheck/error.h"
+#include "attncheck/plugin_loader.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+
+namespace attncheck {
+namespace {
+
+const std::string kPluginDir = ATTNCHECK_TEST_PLUGIN_DIR;
+
+std::string plugin_path(const std::string& target) { return kPluginDir + "/lib" + target + ".so"; }
+
+// The InputError message of loading `path`, or "" when it loads.
+std::string load_error(const std::string& path) {
+  try {
+    load_plugins({path});
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginConversions, EveryBf16PatternRoundTripsExactly) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const auto bits = static_cast<uint16_t>(b);
+    const double x = bf16_value(bits);
+    if (std::isnan(x)) continue;
+    ASSERT_TRUE(representable(DType::bf16, x)) << std::hex << b;
+    ASSERT_EQ(bf16_bits(x), bits) << std::hex << b;
+  }
+  EXPECT_EQ(bf16_value(0x3f80), 1.0);
+  EXPECT_EQ(bf16_value(0xc040), -3.0);
+  EXPECT_TRUE(std::isnan(bf16_value(bf16_bits(std::nan("")))));
+}
+
+TEST(PluginConversions, EveryF16PatternRoundTripsExactly) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const auto bits = static_cast<uint16_t>(b);
+    const double x = f16_value(bits);
+    if (std::isnan(x)) continue;
+    ASSERT_TRUE(representable(DType::f16, x)) << std::hex << b;
+    ASSERT_EQ(f16_bits(x), bits) << std::hex << b;
+  }
+  EXPECT_EQ(f16_value(0x3c00), 1.0);
+  EXPECT_EQ(f16_value(0x0001), std::ldexp(1.0, -24));
+  EXPECT_EQ(f16_value(0x7bff), 65504.0);
+  EXPECT_EQ(f16_bits(-0.0), 0x8000);
+  EXPECT_TRUE(std::isnan(f16_value(f16_bits(std::nan("")))));
+}
+
+// ---- descriptors made in-process ----
+
+// Element access in the C ABI's dtypes, for the descriptors below.
+double read_element(uint32_t dtype, const void* base, int64_t offset) {
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  switch (dtype) {
+    case ATTNCHECK_F64: {
+      double x;
+      std::memcpy(&x, bytes + 8 * offset, 8);
+      return x;
+    }
+    case ATTNCHECK_F32: {
+      float x;
+      std::memcpy(&x, bytes + 4 * offset, 4);
+      return x;
+    }
+    default: {
+      uint16_t u;
+      std::memcpy(&u, bytes + 2 * offset, 2);
+      return dtype == ATTNCHECK_BF16 ? bf16_value(u) : f16_value(u);
+    }
+  }
+}
+
+void write_element(uint32_t dtype, void* base, int64_t offset, double x) {
+  auto* bytes = static_cast<unsigned char*>(base);
+  switch (dtype) {
+    case ATTNCHECK_F64:
+      std::memcpy(bytes + 8 * offset, &x, 8);
+      return;
+    case ATTNCHECK_F32: {
+      const auto f = static_cast<float>(x);
+      std::memcpy(bytes + 4 * offset, &f, 4);
+      return;
+    }
+    default: {
+      const uint16_t u = dtype == ATTNCHECK_BF16 ? bf16_bits(x) : f16_bits(x);
+      std::memcpy(bytes + 2 * offset, &u, 2);
+    }
+  }
+}
+
+int64_t at(const int64_t* s, int64_t a, int64_t b, int64_t c, int64_t d) {
+  return a * s[0] + b * s[1] + c * s[2] + d * s[3];
+}
+
+// What the last call saw.
+attncheck_problem last_problem;
+attncheck_outputs last_outputs;
+// What the descriptors below do beyond copying.
+enum class Misdeed {
+  none,
+  write_past_out,
+  write_before_weights,
+  write_into_gap,
+  skip_last,
+  bad_code,
+  long_error,
+  error,
+  unsupported
+};
+Misdeed misdeed = Misdeed::none;
+
+// out[b, h, i, d] = v[b, kv_head(h), min(i, tk - 1), d], read and written in
+// the problem's dtype through the strides given: the values must come back
+// exactly. Weights 1 at that key, lse = 0.
+int copy_forward(void*, const attncheck_problem* p, attncheck_outputs* o) {
+  last_problem = *p;
+  last_outputs = *o;
+  if (misdeed == Misdeed::bad_code) return 7;
+  if (misdeed == Misdeed::unsupported) return ATTNCHECK_UNSUPPORTED;
+  if (misdeed == Misdeed::error || misdeed == Misdeed::long_error) {
+    std::memset(o->error, 'x', sizeof o->error);  // no terminating NUL
+    if (misdeed == Misdeed::error) std::strcpy(o->error, "no luck\nhere");
+    return ATTNCHECK_ERROR;
+  }
+  const int64_t group = p->heads / p->kv_heads;
+  for (int64_t b = 0; b < p->batch; ++b)
+    for (int64_t h = 0; h < p->heads; ++h)
+      for (int64_t i = 0; i < p->tq; ++i) {
+        const int64_t j = std::min(i, p->tk - 1);
+        for (int64_t d = 0; d < p->dv; ++d) {
+          if (misdeed == Misdeed::skip_last && b == p->batch - 1 && h == p->heads - 1 &&
+              i == p->tq - 1 && d == p->dv - 1) {
+            continue;
+          }
+          write_element(p->dtype, o->out, at(o->out_strides, b, h, i, d),
+                        read_element(p->dtype, p->v, at(p->v_strides, b, h / group, j, d)));
+        }
+        const int64_t row = (b * p->heads + h) * p->tq + i;
+        if (o->weights)
+          for (int64_t k = 0; k < p->tk; ++k) o->weights[row * p->tk + k] = k == j ? 1 : 0;
+        if (o->lse) o->lse[row] = 0;
+      }
+  if (misdeed == Misdeed::write_past_out) {
+    const int64_t last = at(o->out_strides, p->batch - 1, p->heads - 1, p->tq - 1, p->dv - 1);
+    write_element(p->dtype, o->out, last + 1 + 63, 0.0);
+  }
+  if (misdeed == Misdeed::write_before_weights) o->weights[-1] = 0;
+  if (misdeed == Misdeed::write_into_gap) write_element(p->dtype, o->out, p->dv, 0.0);
+  return ATTNCHECK_OK;
+}
+
+// dq = q, dk = k, dv = v (contiguous), or dv left unwritten.
+int copy_backward(void*, const attncheck_problem* p, attncheck_grads* g, attncheck_outputs*) {
+  const auto copy = [&](const void* src, const int64_t* s, void* dst, int64_t n0, int64_t n1,
+                        int64_t n2, int64_t n3) {
+    int64_t k = 0;
+    for (int64_t a = 0; a < n0; ++a)
+      for (int64_t b = 0; b < n1; ++b)
+        for (int64_t c = 0; c < n2; ++c)
+          for (int64_t d = 0; d < n3; ++d)
+            write_element(p->dtype, dst, k++, read_element(p->dtype, src, at(s, a, b, c, d)));
+  };
+  copy(p->q, p->q_strides, g->dq, p->batch, p->heads, p->tq, p->dk);
+  copy(p->k, p->k_strides, g->dk, p->batch, p->kv_heads, p->tk, p->dk);
+  if (misdeed != Misdeed::skip_last)
+    copy(p->v, p->v_strides, g->dv, p->batch, p->kv_heads, p->tk, p->dv);
+  return ATTNCHECK_OK;
+}
+
+attncheck_impl descriptor(uint32_t features) {
+  attncheck_impl d{};
+  d.abi_version = ATTNCHECK_ABI_VERSION;
+  d.name = "copy";
+  d.dtypes = 0xf;
+  d.features = features;
+  d.empty_rows = ATTNCHECK_EMPTY_ROW_ERROR;
+  d.precision = {ATTNCHECK_F64, ATTNCHECK_F64, 0, 0, 0};
+  d.forward = copy_forward;
+  d.backward = copy_backward;
+  return d;
+}
+
+std::string rejection(const attncheck_impl& d) {
+  try {
+    validate_plugin_descriptor(d, 3, "libx.so");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
+  EXPECT_EQ(rejection(descriptor(0)), "");
+  auto d = descriptor(0);
+  d.abi_version = 2;
+  EXPECT_EQ(rejection(d).rfind("libx.so: descriptor 3: abi_version is 2", 0), 0u) << rejection(d);
+  d = descriptor(0);
+  d.name = nullptr;
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3: name is NULL");
+  d.name = "Has Space";
+  EXPECT_NE(rejection(d).find("'Has Space' is not of the form [a-z0-9_.-]+"), std::string::npos);
+  d = descriptor(0);
+  d.features = ATTNCHECK_FEATURE_CAUSAL | 0x8000u;
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): unknown feature bits 0x8000");
+  d = descriptor(0);
+  d.dtypes = 0;
+  EXPECT_NE(rejection(d).find("declares no dtype"), std::string::npos);
+  d.dtypes = 0x21;
+  EXPECT_NE(rejection(d).find("unknown dtype bits 0x20"), std::string::npos);
+  d = descriptor(0);
+  d.forward = nullptr;
+  EXPECT_NE(rejection(d).find("forward is NULL"), std::string::npos);
+  d = descriptor(ATTNCHECK_FEATURE_BACKWARD);
+  d.backward = nullptr;
+  EXPECT_NE(rejection(d).find("backward is NULL"), std::string::npos);
+  d = descriptor(0);
+  d.empty_rows = 2;
+  EXPECT_NE(rejection(d).find("unknown empty_rows policy 2"), std::string::npos);
+  d = descriptor(0);
+  d.precision.accum = 4;
+  EXPECT_NE(rejection(d).find("precision.accum 4 is no dtype"), std::string::npos);
+  d = descriptor(0);
+  d.limits.max_tk = -1;
+  EXPECT_NE(rejection(d).find("limits.max_tk is negative"), std::string::npos);
+  d = descriptor(0);
+  d.limits.dk_min = 8;
+  d.limits.dk_max = 4;
+  EXPECT_NE(rejection(d).find("limits.dk_min 8 exceeds limits.dk_max 4"), std::string::npos);
+}
+
+// A 2 x 2 heads (GQA groups of 2) problem with every input feature set.
+Problem busy_problem(DType dtype) {
+  Problem p = Problem::zeros(dtype, 2, 2, 1, 3, 4, 2, 3);
+  double x = 0.25;
+  for (Tensor* t : {&p.q, &p.k, &p.v})
+    for (double& e : t->data) e = round_to(dtype, x += 0.375);
+  p.key_valid = {1, 1, 0, 1, 1, 0, 1, 1};
+  p.mask = Broadcast<uint8_t>{1, 2, std::vector<uint8_t>(2 * 3 * 4, 1)};
+  p.bias = Broadcast<double>{2, 1, std::vector<double>(2 * 3 * 4, 0.5)};
+  p.causal = true;
+  p.align = Align::bottom_right;
+  p.window_left = 2;
+  p.scale = 0.5;
+  return p;
+}
+
+// p with q, k and v in a padded layout: a gap after every row and head,
+// holding NaN, as the generators' padded layout does.
+Problem padded(const Problem& p) {
+  Problem c = p;
+  const auto pad = [](const Tensor& t, int64_t n0, int64_t n1, int64_t n2, int64_t n3) {
+    Tensor out;
+    out.strides = {n1 * (n2 * (n3 + 1) + 1), n2 * (n3 + 1) + 1, n3 + 1, 1};
+    out.data.assign(static_cast<size_t>(n0 * out.strides[0]), std::nan(""));
+    for (int64_t a = 0; a < n0; ++a)
+      for (int64_t b = 0; b < n1; ++b)
+        for (int64_t i = 0; i < n2; ++i)
+          for (int64_t d = 0; d < n3; ++d) out.at(a, b, i, d) = t.at(a, b, i, d);
+    return out;
+  };
+  c.q = pad(p.q, p.batch, p.heads, p.tq, p.dk);
+  c.k = pad(p.k, p.batch, p.kv_heads, p.tk, p.dk);
+  c.v = pad(p.v, p.batch, p.kv_heads, p.tk, p.dv);
+  return c;
+}
+
+std::vector<double> expected_copy(const Problem& p) {
+  std::vector<double> out;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d)
+          out.push_back(p.v.at(b, p.kv_head(h), std::min(i, p.tk - 1), d));
+  return out;
+}
+
+class PluginCall : public ::testing::Test {
+ protected:
+  void SetUp() override { misdeed = Misdeed::none; }
+  void TearDown() override { misdeed = Misdeed::none; }
+};
+
+TEST_F(PluginCall, ValuesTravelExactlyInEveryDtype) {
+  const auto impl = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test");
+  EXPECT_EQ(impl->info().kind, Kind::plugin);
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    const Problem p = busy_problem(d);
+    const ForwardResult r = impl->forward(p);
+    ASSERT_EQ(r.status, Status::ok) << dtype_name(d);
+    EXPECT_EQ(r.out, expected_copy(p)) << dtype_name(d);
+    EXPECT_TRUE(r.weights.empty());
+    EXPECT_TRUE(r.lse.empty());
+    EXPECT_EQ(last_problem.dtype, static_cast<uint32_t>(d));
+  }
+}
+
+TEST_F(PluginCall, TheProblemArrivesFieldForField) {
+  const auto impl = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_WEIGHTS), "test");
+  const Problem p = busy_problem(DType::f64);
+  ASSERT_EQ(impl->forward(p).status, Status::ok);
+  const attncheck_problem& c = last_problem;
+  EXPECT_EQ(c.abi_version, ATTNCHECK_ABI_VERSION);
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.kv_heads, 1);
+  EXPECT_EQ(c.tk, 4);
+  EXPECT_EQ(c.dv, 3);
+  EXPECT_EQ(c.causal, 1u);
+  EXPECT_EQ(c.align, ATTNCHECK_ALIGN_BOTTOM_RIGHT);
+  EXPECT_EQ(c.window_left, 2);
+  EXPECT_EQ(c.window_right, -1);
+  EXPECT_EQ(c.scale, 0.5);
+  EXPECT_EQ(c.softcap, 0.0);
+  // A mask of batch 1 broadcasts over batch, a bias of heads 1 over heads.
+  EXPECT_EQ(std::vector<int64_t>(c.mask_strides, c.mask_strides + 4),
+            (std::vector<int64_t>{0, 12, 4, 1}));
+  EXPECT_EQ(std::vector<int64_t>(c.bias_strides, c.bias_strides + 4),
+            (std::vector<int64_t>{12, 0, 4, 1}));
+  EXPECT_NE(c.key_valid, nullptr);  // the buffers died with the call
+  EXPECT_NE(last_outputs.weights, nullptr);
+  EXPECT_EQ(last_outputs.lse, nullptr);  // not declared, not asked for
+  Problem plain = Problem::zeros(DType::f64, 1, 1, 1, 1, 1, 1, 1);
+  ASSERT_EQ(impl->forward(plain).status, Status::ok);
+  EXPECT_EQ(last_problem.key_valid, nullptr);
+  EXPECT_EQ(last_problem.mask, nullptr);
+  EXPECT_EQ(last_problem.bias, nullptr);
+}
+
+TEST_F(PluginCall, StridesOnlyForImplementationsThatDeclareThem) {
+  const Problem p = padded(busy_problem(DType::f32));
+  const auto contiguous = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test");
+  ASSERT_EQ(contiguous->forward(p).out, expected_copy(p));
+  EXPECT_EQ(last_problem.v_strides[2], p.dv);  // packed
+  EXPECT_EQ(last_outputs.out_strides[2], p.dv);
+
+  const auto strided =
+      make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES), "test");
+  ASSERT_EQ(strided->forward(p).out, expected_copy(p));
+  EXPECT_EQ(last_problem.v_strides[2], p.dv + 1);    // the problem's own
+  EXPECT_EQ(last_outputs.out_strides[2], p.dv + 1);  // padded like the inputs
+  misdeed = Misdeed::write_into_gap;
+  try {
+    strided->forward(p);
+    FAIL() << "a write into a gap of out went unnoticed";
+  } catch (const PluginContractError& e) {
+    EXPECT_NE(std::string(e.what()).find("out element at offset 3, in a gap of the strided layout"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The message of the PluginContractError forward throws, or "".
+std::string contract_error(const Implementation& impl, const Problem& p) {
+  try {
+    impl.forward(p);
+  } catch (const PluginContractError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(PluginCall, WritesOutsideTheOutputAndUnwrittenElementsAreCaught) {
+  const auto impl = make_plugin_impl(
+      descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE),
+      "libtest.so");
+  const Problem p = busy_problem(DType::f64);
+  misdeed = Misdeed::write_past_out;
+  EXPECT_NE(contract_error(*impl, p).find("plugin implementation 'copy' (libtest.so) wrote "
+                                          "outside its output: out element at offset 99, in the "
+                                          "guard region after the buffer"),
+            std::string::npos)
+      << contract_error(*impl, p);
+  misdeed = Misdeed::write_before_weights;
+  EXPECT_NE(contract_error(*impl, p).find("weights element at offset -1, in the guard region "
+                                          "before the buffer"),
+            std::string::npos);
+  misdeed = Misdeed::skip_last;
+  EXPECT_NE(contract_error(*impl, p).find("returned ATTNCHECK_OK but left out[1, 1, 2, 2] "
+                                          "unwritten (still the sentinel NaN); 1 of 36"),
+            std::string::npos)
+      << contract_error(*impl, p);
+  misdeed = Misdeed::bad_code;
+  EXPECT_NE(contract_error(*impl, p).find("returned 7 from forward"), std::string::npos);
+}
+
+TEST_F(PluginCall, ReturnCodesMapToStatuses) {
+  const auto impl = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test");
+  const Problem p = busy_problem(DType::f64);
+  misdeed = Misdeed::unsupported;
+  EXPECT_EQ(impl->forward(p).status, Status::unsupported);
+  misdeed = Misdeed::error;
+  ForwardResult r = impl->forward(p);
+  EXPECT_EQ(r.status, Status::error);
+  EXPECT_EQ(r.error, "no luck here");
+  misdeed = Misdeed::long_error;  // 256 characters and no NUL: read no further
+  r = impl->forward(p);
+  EXPECT_EQ(r.error, std::string(256, 'x'));
+}
+
+TEST_F(PluginCall, BackwardGradientsComeBackAndAreGuarded) {
+  const auto impl =
+      make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_BACKWARD), "test");
+  Problem p = padded(busy_problem(DType::bf16));
+  p.dout.assign(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv), 1.0);
+  const BackwardResult r = impl->backward(p);
+  ASSERT_EQ(r.status, Status::ok);
+  const Problem c = p.contiguous();
+  EXPECT_EQ(r.dq, c.q.data);
+  EXPECT_EQ(r.dk, c.k.data);
+  EXPECT_EQ(r.dv, c.v.data);
+  misdeed = Misdeed::skip_last;
+  try {
+    impl->backward(p);
+    FAIL() << "unwritten dv went unnoticed";
+  } catch (const PluginContractError& e) {
+    EXPECT_NE(std::string(e.what()).find("left dv[0, 0, 0, 0] unwritten"), std::string::npos)
+        << e.what();
+  }
+  // Without FEATURE_BACKWARD the backward function is never called.
+  EXPECT_EQ(make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test")->backward(p).status,
+            Status::unsupported);
+}
+
+// ---- real shared objects ----
+
+TEST(PluginLoad, TheExamplePluginLoads) {
+  const auto impls = load_plugins({plugin_path("attncheck_example_plugin")});
+  ASSERT_EQ(impls.size(), 2u);
+  EXPECT_EQ(impls[0]->info().name, "example_c_f64");
+  EXPECT_EQ(impls[1]->info().name, "example_c_f32");
+  EXPECT_EQ(impls[0]->info().kind, Kind::plugin);
+  EXPECT_EQ(impls[1]->info().empty_rows, EmptyRowPolicy::error);
+  EXPECT_TRUE(impls[0]->info().has(ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE));
+}
+
+TEST(PluginLoad, TheExampleAgreesWithTheLoopReference) {
+  const auto example = load_plugin(plugin_path("attncheck_example_plugin"));
+  const auto loop = find_impl("loop_f64");
+  ASSERT_TRUE(loop);
+  for (const Problem& p : {busy_problem(DType::f64), padded(busy_problem(DType::f64))}) {
+    const ForwardResult a = example[0]->forward(p), b = loop->forward(p);
+    ASSERT_EQ(a.status, Status::ok) << a.error;
+    ASSERT_EQ(a.out.size(), b.out.size());
+    for (size_t k = 0; k < a.out.size(); ++k) EXPECT_DOUBLE_EQ(a.out[k], b.out[k]) << k;
+    for (size_t k = 0; k < a.weights.size(); ++k) EXPECT_DOUBLE_EQ(a.weights[k], b.weights[k]) << k;
+    for (size_t k = 0; k < a.lse.size(); ++k) EXPECT_DOUBLE_EQ(a.lse[k], b.lse[k]) << k;
+  }
+}
+
+TEST(PluginLoad, LoadErrorsAreOneLineNamingTheFile) {
+  EXPECT_EQ(load_error("nope/missing.so"), "nope/missing.so: no such file");
+  const std::string text =
+      (std::filesystem::temp_directory_path() / "attncheck_not_elf.so").string();
+  std::ofstream(text) << "not a shared object\n";
+  EXPECT_EQ(load_error(text).rfind(text + ": cannot load it as a shared object: ", 0), 0u)
+      << load_error(text);
+  std::filesystem::remove(text);
+  const std::string no_symbol = plugin_path("plugin_no_symbol");
+  EXPECT_EQ(load_error(no_symbol),
+            no_symbol + ": does not export attncheck_plugin_impls (see attncheck/plugin.h)");
+  const std::string bad_abi = plugin_path("plugin_bad_abi");
+  EXPECT_NE(load_error(bad_abi).find(bad_abi + ": descriptor 0: abi_version is 2"),
+            std::string::npos);
+  EXPECT_NE(load_error(plugin_path("plugin_null_name")).find("descriptor 0: name is NULL"),
+            std::string::npos);
+  EXPECT_NE(load_error(plugin_path("plugin_no_dtype")).find("declares no dtype"),
+            std::string::npos);
+  EXPECT_NE(load_error(plugin_path("plugin_bad_feature")).find("unknown feature bits 0x8000"),
+            std::string::npos);
+  EXPECT_NE(load_error(plugin_path("plugin_builtin_name"))
+                .find("implementation 'loop_f64' has the name of a built-in"),
+            std::string::npos);
+  for (const std::string& e : {load_error(bad_abi), load_error(no_symbol)}) {
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  const std::string example = plugin_path("attncheck_example_plugin");
+  try {
+    load_plugins({example, example});
+    FAIL() << "a name exported twice went unnoticed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'example_c_f64' is also exported by"), std::string::npos);
+  }
+}
+
+TEST(PluginLoad, AContractViolationFailsThePropertyWithItsMessage) {
+  const auto impls = load_plugin(plugin_path("plugin_misbehaving"));
+  ASSERT_EQ(impls.size(), 4u);
+  RunConfig config;
+  config.cases = 3;
+  const PropertyOutcome o =
+      run_property(*find_property("MatchesOracle"), *impls[0], DType::f64, config);
+  EXPECT_EQ(o.status, PropertyStatus::failed);
+  EXPECT_NE(o.message.find("wrote outside its output: out element at offset"), std::string::npos)
+      << o.message;
+}
+
+}  // namespace
+}  // namespace attncheck
