@@ -56,6 +56,19 @@ void judge_window(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   const auto [b0, h0, i0] = row_of(c);
   const ForwardResult r = ctx.call_ok(p);
+  // An implementation that counts its score elements claims locality: it
+  // may not compute more than the windows hold (exercise 10's honesty).
+  if (const auto computed = ctx.impl().score_elements_computed()) {
+    int64_t band = 0;
+    for (int64_t i = 0; i < p.tq; ++i)
+      for (int64_t j = 0; j < p.tk; ++j) band += in_window(p, i, j) ? 1 : 0;
+    band *= p.batch * p.heads;
+    if (*computed > band) {
+      ctx.fail(fmt::format("computed {} score elements, but the windows hold {}: the window is "
+                           "masked out of the full matrix, not computed locally",
+                           *computed, band));
+    }
+  }
   Comparison cmp;
   if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
     for (int64_t b = 0; b < p.batch; ++b)

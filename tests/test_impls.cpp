@@ -543,8 +543,11 @@ TEST(Broken, EachBugShowsOnItsCase) {
     if (i->info().kind != Kind::broken) continue;
     // Their forward (the attention core) is correct: the bug is in the
     // backward pass or the layer's projections.
+    // (or its cost: broken_local_full_matrix computes the right values the
+    // expensive way).
     if (i->info().caught_by == "GradientsMatchOracle" ||
-        i->info().caught_by == "MultiHeadConsistency") {
+        i->info().caught_by == "MultiHeadConsistency" ||
+        i->info().name == "broken_local_full_matrix") {
       continue;
     }
     EXPECT_TRUE(

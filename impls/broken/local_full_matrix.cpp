@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "attncheck/registry.h"
+
 #include "../local_kernel.h"
 #include "naive.h"
 
@@ -12,7 +14,7 @@ namespace attncheck::impls {
 std::shared_ptr<const Implementation> broken_local_full_matrix() {
   return std::make_shared<CountingImpl>(
       broken::broken_info("broken_local_full_matrix",
-                          "LocalAttention.CountsOnlyScoresInsideTheWindow (test_impls_tiled)",
+                          "WindowLocality",
                           "sliding-window attention that computes every score of the tq x tk "
                           "matrix and masks those outside the window"),
       [](const Problem& p, int64_t* n) {
@@ -21,5 +23,7 @@ std::shared_ptr<const Implementation> broken_local_full_matrix() {
         return broken::naive_forward(p, p.scale, true, broken::correct_softmax());
       });
 }
+
+ATTNCHECK_REGISTER_IMPL(broken_local_full_matrix());
 
 }  // namespace attncheck::impls
