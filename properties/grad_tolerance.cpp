@@ -57,6 +57,25 @@ constexpr double kOracleRounding = 0x1p-53;
 
 }  // namespace
 
+namespace {
+
+// Every non-empty query row of the (b, K/V head g) group: they all feed the
+// group's dK and dV, so one unjudgeable sum makes all of them unjudgeable.
+void mark_group_ill_conditioned(const Problem& p, const OracleResult& o, int64_t b, int64_t g,
+                                GradTolerances& tol) {
+  for (int64_t h = 0; h < p.heads; ++h) {
+    if (p.kv_head(h) != g) continue;
+    for (int64_t i = 0; i < p.tq; ++i) {
+      const size_t row = row_index(p, b, h, i);
+      if (tol.ill_conditioned[row] || o.row_empty[row]) continue;
+      tol.ill_conditioned[row] = 1;
+      ++tol.ill_conditioned_rows;
+    }
+  }
+}
+
+}  // namespace
+
 GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t) {
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   const auto tk = static_cast<size_t>(p.tk);
@@ -267,16 +286,7 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
       }
       // A K/V row's sum beyond first order makes every query row of the
       // group unjudgeable (they all feed it).
-      if (!ill) continue;
-      for (int64_t h = 0; h < p.heads; ++h) {
-        if (p.kv_head(h) != g) continue;
-        for (int64_t i = 0; i < p.tq; ++i) {
-          const size_t row = row_index(p, b, h, i);
-          if (tol.ill_conditioned[row] || o.row_empty[row]) continue;
-          tol.ill_conditioned[row] = 1;
-          ++tol.ill_conditioned_rows;
-        }
-      }
+      if (ill) mark_group_ill_conditioned(p, o, b, g, tol);
     }
   }
   // A bound that is not finite means an intermediate (dA = dO V^T, dS, a
@@ -297,16 +307,7 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
           for (size_t d = 0; d < dk; ++d) finite = finite && std::isfinite(tol.dq[row * dk + d]);
         }
       }
-      if (finite) continue;
-      for (int64_t h = 0; h < p.heads; ++h) {
-        if (p.kv_head(h) != g) continue;
-        for (int64_t i = 0; i < p.tq; ++i) {
-          const size_t row = row_index(p, b, h, i);
-          if (tol.ill_conditioned[row] || o.row_empty[row]) continue;
-          tol.ill_conditioned[row] = 1;
-          ++tol.ill_conditioned_rows;
-        }
-      }
+      if (!finite) mark_group_ill_conditioned(p, o, b, g, tol);
     }
   return tol;
 }

@@ -11,18 +11,6 @@ namespace {
 
 std::vector<int64_t> out_shape(const Problem& p) { return {p.batch, p.heads, p.tq, p.dv}; }
 
-// A random permutation of [0, n) that shrinks to the identity: position i
-// swaps with i + r, r shrinking to 0.
-std::vector<int64_t> permutation(int64_t n) {
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int64_t i = 0; i + 1 < n; ++i) {
-    const int64_t r = *rc::gen::inRange<int64_t>(0, n - i);
-    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(i + r)]);
-  }
-  return perm;
-}
-
 // Query i of the result is query qp[i] of p; key j is key kp[j].
 Problem permuted(const Problem& p, const std::vector<int64_t>& qp, const std::vector<int64_t>& kp) {
   Problem c = p.contiguous();
@@ -59,7 +47,7 @@ Case draw_permutation(CaseContext& ctx) {
   gen::GenSpec spec = ctx.spec();
   spec.features &= ~(ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW);  // positions
   const Problem p = *gen::problem(spec);
-  return {p, {{"query_permutation", permutation(p.tq)}, {"key_permutation", permutation(p.tk)}}};
+  return {p, {{"query_permutation", gen::permutation(p.tq)}, {"key_permutation", gen::permutation(p.tk)}}};
 }
 
 void judge_permutation(CaseContext& ctx, const Case& c) {

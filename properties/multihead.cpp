@@ -26,17 +26,6 @@
 namespace attncheck {
 namespace {
 
-// A permutation of [0, n) shrinking to the identity (invariance.cpp's).
-std::vector<int64_t> permutation(int64_t n) {
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int64_t i = 0; i + 1 < n; ++i) {
-    const int64_t r = *rc::gen::inRange<int64_t>(0, n - i);
-    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(i + r)]);
-  }
-  return perm;
-}
-
 std::vector<double> values(size_t n, rc::Gen<double> gen) {
   return *rc::gen::container<std::vector<double>>(n, std::move(gen));
 }
@@ -154,7 +143,7 @@ Case draw_layer(CaseContext& ctx) {
   args["w_k"] = values(dd, weight);
   args["w_v"] = values(dd, weight);
   // W_o: row c has its one nonzero, +-1, in column perm[c].
-  const std::vector<int64_t> perm = permutation(d);
+  const std::vector<int64_t> perm = gen::permutation(d);
   std::vector<double> w_o(dd, 0.0);
   for (int64_t c = 0; c < d; ++c) {
     const bool negative = *rc::gen::arbitrary<bool>();

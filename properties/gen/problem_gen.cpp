@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <vector>
 
@@ -374,6 +375,17 @@ Problem with_layout(const Problem& p, Layout layout) {
 
 rc::Gen<Problem> problem(const GenSpec& spec) {
   return rc::gen::exec([spec] { return draw_problem(spec); });
+}
+
+// Position i swaps with i + r, r shrinking to 0.
+std::vector<int64_t> permutation(int64_t n) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    const int64_t r = *rc::gen::inRange<int64_t>(0, n - i);
+    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(i + r)]);
+  }
+  return perm;
 }
 
 bool can_make_empty_rows(const GenSpec& spec) { return !empty_methods(spec).empty(); }

@@ -5,6 +5,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <rapidcheck.h>
 
@@ -74,6 +75,10 @@ rc::Gen<Problem> problem(const GenSpec& spec);
 /// padding, an explicit mask, bottom-right causal with tq > tk, or a window,
 /// whichever the features allow. Requires can_make_empty_rows(spec).
 rc::Gen<Problem> problem_with_empty_row(const GenSpec& spec);
+
+/// A random permutation of [0, n) that shrinks to the identity (only inside
+/// a RapidCheck property or generator).
+std::vector<int64_t> permutation(int64_t n);
 
 /// True when the features offer a way to make a row empty.
 bool can_make_empty_rows(const GenSpec& spec);
