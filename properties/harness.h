@@ -112,9 +112,14 @@ std::string describe_problem(const Problem& p);
 /// The number of cases a property runs under a config.
 int case_budget(const PropertyDef& prop, const RunConfig& config);
 
-/// Skip reason for properties that read weights from implementations that
-/// do not return them.
+/// Skip reason for properties that read weights: none when the
+/// implementation returns them or its limits allow dv = tk (SPEC 2: with
+/// V = the identity, output row i is weight row i).
 std::optional<std::string> needs_weights(const ImplInfo& info);
+
+/// The problem with V replaced by the tk x tk identity in every slice
+/// (dv = tk), whose output rows are the weight rows.
+Problem with_identity_values(const Problem& p);
 
 /// Compares two answers to the same logical problem, element by element:
 /// each is within tol of the same oracle value, so they are within 2 tol of

@@ -47,8 +47,20 @@ const PropertyDef* find_property(std::string_view name) {
 }
 
 std::optional<std::string> needs_weights(const ImplInfo& info) {
-  if (info.has(ATTNCHECK_FEATURE_WEIGHTS)) return std::nullopt;
-  return "the implementation does not return weights (FEATURE_WEIGHTS)";
+  if (info.has(ATTNCHECK_FEATURE_WEIGHTS) || !info.limits.dv_equals_dk) return std::nullopt;
+  return "the implementation returns no weights and its limits (dv = dk) keep V = I from "
+         "showing them";
+}
+
+Problem with_identity_values(const Problem& p) {
+  Problem q = p;
+  q.dv = p.tk;
+  q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, g, j, j) = 1;
+  if (!q.dout.empty()) q.dout.clear();
+  return q;
 }
 
 int case_budget(const PropertyDef& prop, const RunConfig& config) {

@@ -10,9 +10,16 @@ namespace attncheck {
 namespace {
 
 void judge_row_sums(CaseContext& ctx, const Case& c) {
-  const Problem& p = c.problem;
-  const ForwardResult r = ctx.call_ok(p);
-  const auto [o, t] = ctx.reference(p);
+  // Without returned weights, V = I makes output row i the weight row i,
+  // each element judged by its output tolerance in that problem.
+  const bool returned = ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS);
+  const Problem p = returned ? c.problem : with_identity_values(c.problem);
+  ForwardResult r = ctx.call_ok(p);
+  auto [o, t] = ctx.reference(p);
+  if (!returned) {
+    r.weights = r.out;
+    t.weights = t.out;
+  }
   Comparison cmp;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)

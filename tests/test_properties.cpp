@@ -178,6 +178,15 @@ TEST(Runner, CasesOptionAndThoroughProfileScaleTheBudget) {
             10 * find_property("RowSumsToOne")->default_cases);
 }
 
+TEST(Runner, WeightsAreObservedThroughIdentityValues) {
+  // online_f64 returns no weights: V = I shows them.
+  ASSERT_FALSE(find_impl("online_f64")->info().has(ATTNCHECK_FEATURE_WEIGHTS));
+  for (const char* property : {"RowSumsToOne", "ScaledScoreVarianceNearOne"}) {
+    const PropertyOutcome o = run({"online_f64", property, DType::f64});
+    EXPECT_EQ(o.status, PropertyStatus::passed) << property << ": " << o.message;
+  }
+}
+
 TEST(Runner, UnsupportedDtypeIsSkippedWithReason) {
   const PropertyOutcome o = run({"loop_f64", "MatchesOracle", DType::f32});
   EXPECT_EQ(o.status, PropertyStatus::skipped);
