@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -253,8 +254,9 @@ int check_command(const CheckOptions& opt) {
   std::optional<DType> only_dtype;
   if (!opt.dtype.empty()) only_dtype = parse_dtype(opt.dtype);
   if (!opt.report.empty()) {  // fail before any work if the report cannot be written
-    std::ofstream probe(opt.report, std::ios::app);
-    if (!probe) throw InputError(fmt::format("--report: cannot write '{}'", opt.report));
+    const std::string tmp = opt.report + ".tmp";
+    if (!std::ofstream(tmp)) throw InputError(fmt::format("--report: cannot write '{}'", opt.report));
+    std::remove(tmp.c_str());
   }
 
   std::signal(SIGINT, on_interrupt);
@@ -310,9 +312,17 @@ int check_command(const CheckOptions& opt) {
              counts[PropertyStatus::xfail], counts[PropertyStatus::xpass],
              counts[PropertyStatus::not_run]);
   if (!opt.report.empty()) {
-    std::ofstream out(opt.report);
-    out << report_json(outcomes, config.seed, config.profile).dump(2) << "\n";
-    if (!out) throw InputError(fmt::format("--report: cannot write '{}'", opt.report));
+    // Written beside the target and renamed over it, so a reader never sees
+    // half a report and an earlier report is never lost to a failed write.
+    const std::string tmp = opt.report + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << report_json(outcomes, config.seed, config.profile).dump(2) << "\n";
+      if (!out) throw InputError(fmt::format("--report: cannot write '{}'", tmp));
+    }
+    if (std::rename(tmp.c_str(), opt.report.c_str()) != 0) {
+      throw InputError(fmt::format("--report: cannot replace '{}'", opt.report));
+    }
   }
   if (interrupted) return kExitInterrupted;
   return counts[PropertyStatus::failed] + counts[PropertyStatus::xpass] > 0 ? kExitFailed : kExitOk;

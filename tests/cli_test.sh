@@ -181,5 +181,19 @@ else
   contains out.txt "^0 passed, 4 failed" "every misbehaving implementation fails"
 fi
 
+# Interrupted: exit 3, and the report holds what finished and marks the rest.
+"$bin" check --profile thorough --report interrupted.json >interrupted.txt 2>&1 &
+pid=$!
+sleep 2
+kill -INT $pid
+wait $pid
+code=$?
+checks=$((checks + 1))
+if [[ $code -ne 3 ]] || ! grep -q '"status": "not-run"' interrupted.json || ! grep -q '"status": "passed"' interrupted.json; then
+  echo "FAIL: an interrupted check: exit $code (expected 3), report with passed and not-run results"
+  failures=$((failures + 1))
+fi
+[[ ! -e interrupted.json.tmp ]] || { echo "FAIL: the report's temporary file was left behind"; failures=$((failures + 1)); }
+
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]
