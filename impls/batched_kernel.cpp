@@ -101,13 +101,13 @@ ForwardResult batched_forward_16(const Problem& p) {
 
 template <typename T>
 BackwardResult batched_backward(const Problem& p) {
-  if (outside_features(p)) return backward_unsupported();
+  if (outside_features(p)) return BackwardResult::unsupported();
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   if (p.dout.size() != rows * static_cast<size_t>(p.dv)) {
-    return backward_failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
+    return BackwardResult::failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
                             std::to_string(rows * static_cast<size_t>(p.dv)));
   }
-  if (auto message = first_empty_row_error(p)) return backward_failure(*message);
+  if (auto message = first_empty_row_error(p)) return BackwardResult::failure(*message);
   BackwardResult r;
   r.dq.resize(rows * static_cast<size_t>(p.dk));
   r.dk.resize(static_cast<size_t>(p.batch * p.kv_heads * p.tk * p.dk));

@@ -99,21 +99,6 @@ class FunctionImpl : public Implementation {
   Backward backward_;
 };
 
-/// A backward result reporting `message` as an error.
-inline BackwardResult backward_failure(std::string message) {
-  BackwardResult r;
-  r.status = Status::error;
-  r.error = std::move(message);
-  return r;
-}
-
-/// A backward result saying the problem is outside what the kernel does.
-inline BackwardResult backward_unsupported() {
-  BackwardResult r;
-  r.status = Status::unsupported;
-  return r;
-}
-
 /// Declaration of a reference implementation of dtype `d`.
 inline ImplInfo reference_info(std::string name, DType d, Features features,
                                EmptyRowPolicy empty_rows, std::string description) {

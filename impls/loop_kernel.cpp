@@ -115,11 +115,11 @@ template <typename T>
 BackwardResult loop_backward(const Problem& p, EmptyRowPolicy empty_rows) {
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   if (p.dout.size() != rows * static_cast<size_t>(p.dv)) {
-    return backward_failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
+    return BackwardResult::failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
                             std::to_string(rows * static_cast<size_t>(p.dv)));
   }
   if (empty_rows == EmptyRowPolicy::error) {
-    if (auto message = first_empty_row_error(p)) return backward_failure(*message);
+    if (auto message = first_empty_row_error(p)) return BackwardResult::failure(*message);
   }
   const auto tk = static_cast<size_t>(p.tk);
   const auto dk = static_cast<size_t>(p.dk);

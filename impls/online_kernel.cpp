@@ -140,11 +140,11 @@ BackwardResult online_backward(const Problem& p, const OnlineOptions& o) {
   const auto dk = static_cast<size_t>(p.dk);
   const auto dv = static_cast<size_t>(p.dv);
   if (p.dout.size() != rows * dv) {
-    return backward_failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
+    return BackwardResult::failure("dout has " + std::to_string(p.dout.size()) + " elements, expected " +
                             std::to_string(rows * dv));
   }
   if (o.empty_rows == EmptyRowPolicy::error) {
-    if (auto message = first_empty_row_error(p)) return backward_failure(*message);
+    if (auto message = first_empty_row_error(p)) return BackwardResult::failure(*message);
   }
   OnlineOptions unrounded = o;
   unrounded.p_cast.reset();

@@ -83,13 +83,6 @@ struct ForwardResult {
     r.status = Status::unsupported;
     return r;
   }
-
-  /// Instrumentation for cost claims (exercise 10): the number of score
-  /// elements q_i . k_j the last forward() computed, summed over batch and
-  /// heads, for implementations that count them; nullopt for the rest. A
-  /// sliding-window kernel that only visits its window reports about
-  /// B * H * tq * w, one that masks the full matrix B * H * tq * tk.
-  virtual std::optional<int64_t> score_elements_computed() const { return std::nullopt; }
 };
 
 /// What a backward pass returns: gradients for the problem's dout, each
@@ -100,6 +93,18 @@ struct BackwardResult {
   std::vector<double> dq;  ///< [b][h][tq][dk]
   std::vector<double> dk;  ///< [b][kv_h][tk][dk]
   std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+
+  static BackwardResult failure(std::string message) {
+    BackwardResult r;
+    r.status = Status::error;
+    r.error = std::move(message);
+    return r;
+  }
+  static BackwardResult unsupported() {
+    BackwardResult r;
+    r.status = Status::unsupported;
+    return r;
+  }
 };
 
 /// An attention implementation under test. The harness never calls one
@@ -119,9 +124,7 @@ class Implementation {
   /// implementations declaring ATTNCHECK_FEATURE_BACKWARD.
   virtual BackwardResult backward(const Problem& p) const {
     (void)p;
-    BackwardResult r;
-    r.status = Status::unsupported;
-    return r;
+    return BackwardResult::unsupported();
   }
 
   /// Instrumentation for cost claims (exercise 10): the number of score
