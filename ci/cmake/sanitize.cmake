@@ -1,0 +1,1 @@
+# Sanitizer and fuzzing builds: filled in by the reliability issue.
