@@ -16,6 +16,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
+#include "attncheck/isolation.h"
 #include "attncheck/oracle.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
@@ -43,8 +44,16 @@ struct CheckOptions {
   int cases = 0;
   std::string seed;
   bool strict = false, no_isolation = false;
-  int timeout_ms = 0;
+  int64_t timeout_ms = kDefaultCallTimeoutMs;
 };
+
+// Every implementation the command will call, behind a child process
+// unless --no-isolation (attncheck/isolation.h).
+std::shared_ptr<const Implementation> maybe_isolate(std::shared_ptr<const Implementation> impl,
+                                                    bool no_isolation, int64_t timeout_ms) {
+  if (no_isolation) return impl;
+  return isolate(std::move(impl), IsolationOptions{timeout_ms});
+}
 
 uint64_t parse_seed(const std::string& text, const std::string& where) {
   size_t used = 0;
@@ -98,7 +107,8 @@ void print_outcome(const PropertyOutcome& o) {
 }
 
 int replay_command(const std::string& path, const std::string& impl_name,
-                   const std::vector<std::string>& plugin_paths) {
+                   const std::vector<std::string>& plugin_paths, bool no_isolation,
+                   int64_t timeout_ms) {
   const ImplList plugins = load_plugins(plugin_paths);
   const Fixture f = load_fixture(path);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
@@ -112,7 +122,8 @@ int replay_command(const std::string& path, const std::string& impl_name,
   if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
   RunConfig config;
   config.seed = f.meta.value("seed", kDefaultSeed);
-  const PropertyOutcome o = replay_fixture(f, *impl, config);
+  const PropertyOutcome o =
+      replay_fixture(f, *maybe_isolate(impl, no_isolation, timeout_ms), config);
   print_outcome(o);
   return o.status == PropertyStatus::failed ? kExitFailed : kExitOk;
 }
@@ -244,6 +255,7 @@ int check_command(const CheckOptions& opt) {
       impls.push_back(impl);
     }
   }
+  for (auto& impl : impls) impl = maybe_isolate(impl, opt.no_isolation, opt.timeout_ms);
   std::vector<const PropertyDef*> props;
   if (opt.properties.empty()) {
     for (const PropertyDef& p : property_catalog()) props.push_back(&p);
@@ -360,19 +372,31 @@ int run_cli(int argc, char** argv) {
   check->add_option("--profile", opt.profile, "ci (default) or thorough");
   check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards");
   check->add_flag("--strict", opt.strict, "NaN at masked keys, not only large values");
-  check->add_option("--timeout-ms", opt.timeout_ms, "per-call time limit");
-  check->add_flag("--no-isolation", opt.no_isolation, "run implementations in-process");
+  check->add_option("--timeout-ms", opt.timeout_ms,
+                    fmt::format("per-call limit of CPU time of an isolated implementation "
+                                "(default {}; a call blocked for {} times as long in wall time "
+                                "is stopped too)",
+                                kDefaultCallTimeoutMs, kWallTimeoutFactor))
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  check->add_flag("--no-isolation", opt.no_isolation,
+                  "run implementations in this process (for a debugger; a crash then ends "
+                  "the run)");
   check->add_option("--report", opt.report, "write the JSON report here");
   check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures");
 
   std::string replay_path, replay_impl;
   std::vector<std::string> replay_plugins;
+  bool replay_no_isolation = false;
+  int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
   replay->add_option("FIXTURE", replay_path, "fixture JSON")->required();
   replay->add_option("--impl", replay_impl, "implementation (default: the fixture's)");
   replay->add_option("--plugin", replay_plugins,
                      "load this plugin; its implementation judges the case (default: the "
                      "fixture's implementation if it exports it, else its only one)");
+  replay->add_option("--timeout-ms", replay_timeout_ms, "per-call limit of CPU time, as for check")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  replay->add_flag("--no-isolation", replay_no_isolation, "run the implementation in this process");
 
   std::string merge_out;
   std::vector<std::string> merge_in;
@@ -400,7 +424,8 @@ int run_cli(int argc, char** argv) {
     if (app.got_subcommand("list")) return list_command(list_plugins);
     if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
     if (app.got_subcommand("replay")) {
-      return replay_command(replay_path, replay_impl, replay_plugins);
+      return replay_command(replay_path, replay_impl, replay_plugins, replay_no_isolation,
+                            replay_timeout_ms);
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
     if (app.got_subcommand(bench)) return bench_command();

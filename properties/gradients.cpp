@@ -36,6 +36,8 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   BackwardResult r;
   try {
     r = ctx.impl().backward(p);
+  } catch (const ImplementationDied& e) {
+    ctx.fail(e.what(), true);
   } catch (const std::exception& e) {
     ctx.fail(fmt::format("the implementation's backward threw: {}", e.what()));
   } catch (...) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/compare.h"
+#include "attncheck/isolation.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/tolerance.h"
@@ -58,6 +59,9 @@ class CaseContext {
 
   /// Fails the current case with this message (throws).
   [[noreturn]] void fail(const std::string& message);
+  /// The same; `died`: the implementation crashed or hung in the call
+  /// (isolation.h), so there is no output to diagnose.
+  [[noreturn]] void fail(const std::string& message, bool died);
 
   /// Discards the current case, counted under `reason` (throws).
   [[noreturn]] void discard(const std::string& reason);
@@ -75,6 +79,7 @@ class CaseContext {
   /// property's derived problem, when that is where the bug showed.
   std::optional<Problem> failed_call;
   std::string failure_message;
+  bool failure_died = false;  ///< the recorded failure was a crash or a hang
 
  private:
   const Implementation& impl_;

@@ -205,6 +205,8 @@ void judge_layer(CaseContext& ctx, const Case& c) {
   LayerResult r;
   try {
     r = layer->run(lc.w, lc.x);
+  } catch (const ImplementationDied& e) {
+    ctx.fail(e.what(), true);
   } catch (const std::exception& e) {
     ctx.fail(fmt::format("the layer threw: {}", e.what()));
   }

@@ -82,6 +82,8 @@ ForwardResult CaseContext::call(const Problem& p) {
   ForwardResult r;
   try {
     r = impl_.forward(p);
+  } catch (const ImplementationDied& e) {
+    fail(e.what(), true);
   } catch (const std::exception& e) {
     fail(fmt::format("the implementation threw: {}", e.what()));
   } catch (...) {
@@ -132,12 +134,15 @@ void CaseContext::expect(const Comparison& c, const std::string& what) {
                    c.checked, c.worst.describe(), c.describe_failures()));
 }
 
-void CaseContext::fail(const std::string& message) {
+void CaseContext::fail(const std::string& message) { fail(message, false); }
+
+void CaseContext::fail(const std::string& message, bool died) {
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
   failed_call = last_call_;
   failure_message = message;
+  failure_died = died;
   RC_FAIL(message);
 }
 
@@ -273,13 +278,17 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     if (!ctx.failed_case->args.empty()) {
       report << "    args " << ctx.failed_case->args.dump() << "\n";
     }
-    out.diagnosis = diagnose_failure(impl, p);
+    // A crash or a hang has no output to explain (and calling again would
+    // wait out the time limit once more).
+    if (!ctx.failure_died) out.diagnosis = diagnose_failure(impl, p);
     // The case's own problem may compute fine while a problem the property
     // derived from it (huge values at masked keys, a permutation) did not.
-    if (out.diagnosis.empty() && ctx.failed_call) {
+    if (out.diagnosis.empty() && ctx.failed_call && !ctx.failure_died) {
       out.diagnosis = diagnose_failure(impl, *ctx.failed_call);
     }
-    report << describe_diagnosis(out.diagnosis);
+    report << (ctx.failure_died ? "  diagnosis: none (the call did not return, so there is no "
+                                  "output to explain)\n"
+                                : describe_diagnosis(out.diagnosis));
     if (!config.save_failures_dir.empty()) {
       Fixture f;
       f.problem = p;
@@ -300,15 +309,18 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   report << "  ";
   if (passing >= 0) report << fmt::format("after {} passing cases; ", passing);
   report << fmt::format("seed {}\n", config.seed);
+  // A plugin's implementations are found only with the plugin loaded.
+  const std::string plugin =
+      impl.info().origin.empty() ? "" : fmt::format(" --plugin {}", impl.info().origin);
   if (!reproduce.empty()) {
     report << fmt::format(
-        "  reproduce: RC_PARAMS=\"{}\" attncheck check --impl {} --property {} --dtype {} "
+        "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
         "--seed {}\n",
-        reproduce, impl.info().name, prop.name, dtype_name(dtype), config.seed);
+        reproduce, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed);
   }
   if (out.fixture) {
     report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay " << *out.fixture
-           << ")\n";
+           << plugin << ")\n";
   }
   out.message = report.str();
 }

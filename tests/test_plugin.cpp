@@ -498,14 +498,27 @@ TEST(PluginLoad, LoadErrorsAreOneLineNamingTheFile) {
 
 TEST(PluginLoad, AContractViolationFailsThePropertyWithItsMessage) {
   const auto impls = load_plugin(plugin_path("plugin_misbehaving"));
-  ASSERT_EQ(impls.size(), 4u);
+  ASSERT_EQ(impls.size(), 6u);
   RunConfig config;
   config.cases = 3;
-  const PropertyOutcome o =
-      run_property(*find_property("MatchesOracle"), *impls[0], DType::f64, config);
-  EXPECT_EQ(o.status, PropertyStatus::failed);
-  EXPECT_NE(o.message.find("wrote outside its output: out element at offset"), std::string::npos)
-      << o.message;
+  const auto message_of = [&](size_t k) {
+    const PropertyOutcome o =
+        run_property(*find_property("MatchesOracle"), *impls[k], DType::f64, config);
+    EXPECT_EQ(o.status, PropertyStatus::failed) << impls[k]->info().name;
+    return o.message;
+  };
+  const std::string past_out = message_of(0);
+  EXPECT_NE(past_out.find("wrote outside its output: out element at offset"), std::string::npos)
+      << past_out;
+  // Inputs are guarded too, and must come back unchanged.
+  const std::string into_q = message_of(4);
+  EXPECT_NE(into_q.find("wrote to its input q: element at offset 0, inside it (inputs are "
+                        "read-only)"),
+            std::string::npos)
+      << into_q;
+  const std::string past_v = message_of(5);
+  EXPECT_NE(past_v.find("wrote to its input v: element at offset"), std::string::npos) << past_v;
+  EXPECT_NE(past_v.find("in the guard region after it"), std::string::npos) << past_v;
 }
 
 }  // namespace

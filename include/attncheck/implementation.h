@@ -55,6 +55,8 @@ struct ImplInfo {
   std::string description;  ///< one line for `attncheck list`
   /// For kind broken: the property made to catch it.
   std::string caught_by;
+  /// For kind plugin: the path of the shared object it came from.
+  std::string origin;
 
   bool has(Features f) const { return (features & f) == f; }
   bool supports(DType d) const { return (dtypes & dtype_bit(d)) != 0; }

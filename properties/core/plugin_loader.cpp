@@ -335,10 +335,50 @@ Shape broadcast_strides(const Broadcast<T>& m, int64_t tq, int64_t tk) {
   return {m.batch == 1 ? 0 : m.heads * tq * tk, m.heads == 1 ? 0 : tq * tk, tk, 1};
 }
 
-// The C problem of p, and the buffers it points into.
+// A read-only input handed to a plugin: its bytes between guard regions
+// of kPluginGuardElements elements each, and a copy of the whole to check
+// after the call that the plugin wrote neither into the input nor past it.
+class GuardedInput {
+ public:
+  GuardedInput(std::string name, const void* data, size_t bytes, size_t element)
+      : name_(std::move(name)),
+        element_(element),
+        guard_(static_cast<size_t>(kPluginGuardElements) * element),
+        size_(bytes) {
+    storage_.assign(guard_ + size_ + guard_, 0xa5);
+    if (size_) std::memcpy(storage_.data() + guard_, data, size_);
+    pristine_ = storage_;
+  }
+
+  void* data() { return storage_.data() + guard_; }
+
+  // Throws when any byte of the input or its guards changed.
+  void check(const std::string& who) const {
+    size_t first = 0, changed = 0;
+    for (size_t b = 0; b < storage_.size(); ++b) {
+      if (storage_[b] != pristine_[b] && changed++ == 0) first = b;
+    }
+    if (changed == 0) return;
+    const auto element = static_cast<int64_t>(first / element_) - kPluginGuardElements;
+    const char* where = first < guard_           ? "in the guard region before it"
+                        : first >= guard_ + size_ ? "in the guard region after it"
+                                                   : "inside it (inputs are read-only)";
+    throw PluginContractError(fmt::format(
+        "{} wrote to its input {}: element at offset {}, {} (the input spans offsets [0, {})); "
+        "{} byte(s) changed",
+        who, name_, element, where, size_ / element_, changed));
+  }
+
+ private:
+  std::string name_;
+  size_t element_, guard_, size_;
+  std::vector<unsigned char> storage_, pristine_;
+};
+
+// The C problem of p, and the guarded buffers it points into.
 struct CProblem {
   attncheck_problem c{};
-  std::vector<unsigned char> q, k, v;
+  std::vector<GuardedInput> inputs;
 
   explicit CProblem(const Problem& p) {
     c.abi_version = ATTNCHECK_ABI_VERSION;
@@ -350,22 +390,30 @@ struct CProblem {
     c.tk = p.tk;
     c.dk = p.dk;
     c.dv = p.dv;
-    q = encode(p.dtype, p.q.data);
-    k = encode(p.dtype, p.k.data);
-    v = encode(p.dtype, p.v.data);
-    c.q = q.data();
-    c.k = k.data();
-    c.v = v.data();
+    inputs.reserve(7);
+    const size_t es = element_size(p.dtype);
+    const auto add = [&](const char* name, const void* data, size_t bytes, size_t element) {
+      return inputs.emplace_back(name, data, bytes, element).data();
+    };
+    const std::vector<unsigned char> q = encode(p.dtype, p.q.data), k = encode(p.dtype, p.k.data),
+                                     v = encode(p.dtype, p.v.data);
+    c.q = add("q", q.data(), q.size(), es);
+    c.k = add("k", k.data(), k.size(), es);
+    c.v = add("v", v.data(), v.size(), es);
     copy_strides(c.q_strides, p.q.strides);
     copy_strides(c.k_strides, p.k.strides);
     copy_strides(c.v_strides, p.v.strides);
-    c.key_valid = p.key_valid.empty() ? nullptr : p.key_valid.data();
+    if (!p.key_valid.empty()) {
+      c.key_valid = static_cast<const uint8_t*>(
+          add("key_valid", p.key_valid.data(), p.key_valid.size(), 1));
+    }
     if (p.mask) {
-      c.mask = p.mask->data.data();
+      c.mask = static_cast<const uint8_t*>(add("mask", p.mask->data.data(), p.mask->data.size(), 1));
       copy_strides(c.mask_strides, broadcast_strides(*p.mask, p.tq, p.tk));
     }
     if (p.bias) {
-      c.bias = p.bias->data.data();
+      c.bias = static_cast<const double*>(
+          add("bias", p.bias->data.data(), p.bias->data.size() * sizeof(double), sizeof(double)));
       copy_strides(c.bias_strides, broadcast_strides(*p.bias, p.tq, p.tk));
     }
     c.causal = p.causal ? 1 : 0;
@@ -374,6 +422,15 @@ struct CProblem {
     c.window_right = p.window_right;
     c.scale = p.scale;
     c.softcap = p.softcap;
+  }
+
+  // Adds dout (backward) as one more guarded input; returns its data.
+  const void* add_dout(const std::vector<unsigned char>& bytes, DType d) {
+    return inputs.emplace_back("dout", bytes.data(), bytes.size(), element_size(d)).data();
+  }
+
+  void check_inputs(const std::string& who) const {
+    for (const GuardedInput& in : inputs) in.check(who);
   }
 };
 
@@ -424,6 +481,7 @@ class PluginImpl : public Implementation {
     info_.precision = precision_of(d.precision);
     info_.limits = limits_of(d.limits);
     info_.description = "from " + origin;
+    info_.origin = origin;
     who_ = fmt::format("plugin implementation '{}' ({})", info_.name, origin);
   }
 
@@ -457,6 +515,7 @@ class PluginImpl : public Implementation {
 
     const int code = desc_.forward(desc_.ctx, &cp.c, &co);
 
+    cp.check_inputs(who_);
     out.check_guards(who_);
     if (weights) weights->check_guards(who_);
     if (lse) lse->check_guards(who_);
@@ -489,10 +548,9 @@ class PluginImpl : public Implementation {
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
     CProblem cp(p);
-    const std::vector<unsigned char> dout = encode(p.dtype, p.dout);
     attncheck_grads grads;
     std::memset(&grads, 0, sizeof grads);
-    grads.dout = dout.data();
+    grads.dout = cp.add_dout(encode(p.dtype, p.dout), p.dtype);
     copy_strides(grads.dout_strides, contiguous({p.batch, p.heads, p.tq, p.dv}));
     const Shape q_shape{p.batch, p.heads, p.tq, p.dk};
     const Shape k_shape{p.batch, p.kv_heads, p.tk, p.dk};
@@ -509,6 +567,7 @@ class PluginImpl : public Implementation {
 
     const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
 
+    cp.check_inputs(who_);
     for (const GuardedArray* g : {&dq, &dk, &dv}) g->check_guards(who_);
     BackwardResult r;
     switch (code) {

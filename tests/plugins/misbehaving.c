@@ -2,10 +2,19 @@
  * output (uniform attention: the mean of the values): one writes one
  * element past the end of out, one leaves out's last element unwritten,
  * one returns a code the ABI does not know, one writes weights outside
- * their row. The harness must report each as a failure naming the buffer. */
+ * their row, one writes into its (read-only) input q, one writes past the
+ * end of its input v. The harness must report each as a failure naming
+ * the buffer. */
 #include "attncheck/plugin.h"
 
-enum defect { WRITES_PAST_OUT, LEAVES_OUT_UNWRITTEN, RETURNS_BAD_CODE, WRITES_BEFORE_WEIGHTS };
+enum defect {
+  WRITES_PAST_OUT,
+  LEAVES_OUT_UNWRITTEN,
+  RETURNS_BAD_CODE,
+  WRITES_BEFORE_WEIGHTS,
+  WRITES_INTO_Q,
+  WRITES_PAST_V
+};
 
 static int mean_of_values(const attncheck_problem* p, attncheck_outputs* o, int skip_last) {
   const double* v = (const double*)p->v;
@@ -42,12 +51,16 @@ static int forward(void* ctx, const attncheck_problem* p, attncheck_outputs* o) 
     case RETURNS_BAD_CODE: return 7;
     case WRITES_BEFORE_WEIGHTS: o->weights[-2] = 0.5; break;
     case LEAVES_OUT_UNWRITTEN: break;
+    case WRITES_INTO_Q: ((double*)p->q)[0] += 1.0; break;
+    case WRITES_PAST_V:
+      ((double*)p->v)[p->batch * p->kv_heads * p->tk * p->dv] = 0.0; /* contiguous v */
+      break;
   }
   return ATTNCHECK_OK;
 }
 
-static const int kDefects[] = {WRITES_PAST_OUT, LEAVES_OUT_UNWRITTEN, RETURNS_BAD_CODE,
-                               WRITES_BEFORE_WEIGHTS};
+static const int kDefects[] = {WRITES_PAST_OUT,       LEAVES_OUT_UNWRITTEN, RETURNS_BAD_CODE,
+                               WRITES_BEFORE_WEIGHTS, WRITES_INTO_Q,        WRITES_PAST_V};
 
 #define DESCRIPTOR(name, features, defect)                                             \
   {ATTNCHECK_ABI_VERSION, name, 1u << ATTNCHECK_F64, features, ATTNCHECK_EMPTY_ROW_ERROR, \
@@ -59,6 +72,8 @@ static const attncheck_impl kImpls[] = {
     DESCRIPTOR("leaves_out_unwritten", 0u, LEAVES_OUT_UNWRITTEN),
     DESCRIPTOR("returns_bad_code", 0u, RETURNS_BAD_CODE),
     DESCRIPTOR("writes_before_weights", ATTNCHECK_FEATURE_WEIGHTS, WRITES_BEFORE_WEIGHTS),
+    DESCRIPTOR("writes_into_q", 0u, WRITES_INTO_Q),
+    DESCRIPTOR("writes_past_v", 0u, WRITES_PAST_V),
 };
 
 const attncheck_impl* attncheck_plugin_impls(size_t* count) {

@@ -1,0 +1,256 @@
+// Isolation (include/attncheck/isolation.h): an isolated implementation
+// computes exactly what it computes in-process (problems, strides, NaN
+// payloads, layers and gradients cross the process boundary bit for bit);
+// a crash, an exit, a hang or a throw in the child comes back as the right
+// exception and the next call runs in a fresh child; a property run on a
+// crashing implementation fails with a shrunk counterexample and a fixture.
+
+#include <gtest/gtest.h>
+
+#include <rapidcheck.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "attncheck/isolation.h"
+#include "attncheck/layer.h"
+#include "attncheck/plugin_loader.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+#include "properties/gen/problem_gen.h"
+
+namespace attncheck {
+namespace {
+
+// The bits of doubles, so NaN payloads and signed zeros compare too.
+std::vector<uint64_t> bits(const std::vector<double>& v) {
+  std::vector<uint64_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(double));
+  return out;
+}
+
+void expect_same(const ForwardResult& a, const ForwardResult& b) {
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(bits(a.out), bits(b.out));
+  EXPECT_EQ(bits(a.weights), bits(b.weights));
+  EXPECT_EQ(bits(a.lse), bits(b.lse));
+}
+
+// Generated problems of every feature, in every layout.
+std::vector<Problem> sample_problems(const ImplInfo& info, int n) {
+  rc::Random random(777);
+  const auto g = gen::problem(gen::spec_for(info, DType::f64));
+  std::vector<Problem> out;
+  for (int k = 0; k < n; ++k) {
+    rc::Random r = random.split();
+    Problem p = g(r, k % 100).value();
+    const auto layout = static_cast<gen::Layout>(k % 3);
+    out.push_back(gen::with_layout(p, layout));
+  }
+  return out;
+}
+
+TEST(Isolation, ForwardAndBackwardCrossTheBoundaryBitForBit) {
+  const auto impl = find_impl("loop_f64");
+  ASSERT_TRUE(impl);
+  const auto isolated = isolate(impl);
+  EXPECT_EQ(&isolated->info(), &impl->info());
+  for (Problem p : sample_problems(impl->info(), 60)) {
+    SCOPED_TRACE(fmt::format("tq {} tk {} dk {}", p.tq, p.tk, p.dk));
+    expect_same(isolated->forward(p), impl->forward(p));
+    if (impl->info().has(ATTNCHECK_FEATURE_BACKWARD) && !p.has_empty_rows()) {
+      p.dout.assign(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv), 0.5);
+      const BackwardResult a = isolated->backward(p), b = impl->backward(p);
+      EXPECT_EQ(a.status, b.status);
+      EXPECT_EQ(bits(a.dq), bits(b.dq));
+      EXPECT_EQ(bits(a.dk), bits(b.dk));
+      EXPECT_EQ(bits(a.dv), bits(b.dv));
+    }
+  }
+}
+
+TEST(Isolation, ScoreElementCountsComeBack) {
+  const auto impl = find_impl("local_f64");
+  ASSERT_TRUE(impl);
+  const auto isolated = isolate(impl);
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 8, 8, 2, 2);
+  p.window_left = 1;
+  p.window_right = 0;
+  ASSERT_EQ(isolated->forward(p).status, Status::ok);
+  impl->forward(p);
+  ASSERT_TRUE(impl->score_elements_computed().has_value());
+  EXPECT_EQ(isolated->score_elements_computed(), impl->score_elements_computed());
+}
+
+TEST(Isolation, ALayerStaysALayer) {
+  const auto impl = find_impl("mha_f32");
+  ASSERT_TRUE(impl);
+  const auto isolated = isolate(impl);
+  const auto* layer = dynamic_cast<const Layer*>(isolated.get());
+  const auto* direct = dynamic_cast<const Layer*>(impl.get());
+  ASSERT_TRUE(layer && direct);
+  LayerWeights w;
+  w.d_model = 4;
+  for (auto* m : {&w.w_q, &w.w_k, &w.w_v, &w.w_o}) {
+    m->assign(16, 0.0);
+    for (int i = 0; i < 4; ++i) (*m)[static_cast<size_t>(i * 5)] = 1.0;
+  }
+  LayerInput x;
+  x.heads = 2;
+  x.tq = 3;
+  x.tk = 3;
+  for (int k = 0; k < 12; ++k) {
+    x.x_q.push_back(0.25 * k - 1);
+    x.x_kv.push_back(0.5 - 0.125 * k);
+  }
+  const LayerResult a = layer->run(w, x), b = direct->run(w, x);
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(bits(a.y), bits(b.y));
+  EXPECT_EQ(layer->parameter_count(8, 2), direct->parameter_count(8, 2));
+  // A plain implementation is not made a layer.
+  EXPECT_EQ(dynamic_cast<const Layer*>(isolate(find_impl("loop_f64")).get()), nullptr);
+}
+
+// Misbehaves when tk >= 3, else the loop reference's answer.
+class Hostile : public Implementation {
+ public:
+  enum class Mode { segfault, exit, spin, block, throws, contract };
+  explicit Hostile(Mode mode) : mode_(mode), ref_(find_impl("loop_f64")) {
+    info_ = ref_->info();
+    info_.name = "hostile";
+    info_.kind = Kind::broken;
+    info_.features &= ~ATTNCHECK_FEATURE_BACKWARD;
+  }
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override {
+    if (p.tk >= 3) {
+      switch (mode_) {
+        case Mode::segfault: {
+          volatile int* nowhere = nullptr;
+          *nowhere = 1;
+          break;
+        }
+        case Mode::exit:
+          _exit(3);
+        case Mode::spin: {
+          volatile uint64_t n = 0;
+          for (;;) n = n + 1;
+        }
+        case Mode::block:
+          for (;;) ::pause();
+        case Mode::throws:
+          throw std::runtime_error("kernel table overflow");
+        case Mode::contract:
+          throw PluginContractError("wrote outside its output");
+      }
+    }
+    return ref_->forward(p);
+  }
+
+ private:
+  Mode mode_;
+  std::shared_ptr<const Implementation> ref_;
+  ImplInfo info_;
+};
+
+Problem problem_with_keys(int64_t tk) {
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, tk, 2, 2);
+  for (int64_t j = 0; j < tk; ++j) p.v.at(0, 0, j, 0) = static_cast<double>(j);
+  return p;
+}
+
+// The message of the ImplementationDied a call on tk = 3 throws.
+std::string death_of(const Implementation& isolated) {
+  try {
+    isolated.forward(problem_with_keys(3));
+  } catch (const ImplementationDied& e) {
+    return e.what();
+  }
+  return "(no ImplementationDied)";
+}
+
+// After the death, a fresh child answers the next call.
+void expect_recovers(const Implementation& isolated) {
+  const ForwardResult r = isolated.forward(problem_with_keys(2));
+  ASSERT_EQ(r.status, Status::ok);
+  EXPECT_EQ(r.out[0], 0.5);
+}
+
+TEST(Isolation, ACrashIsReportedAndTheNextCallRunsInAFreshChild) {
+  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::segfault));
+  expect_recovers(*isolated);
+  const std::string m = death_of(*isolated);
+  // A sanitizer build's SEGV handler reports and exits instead of dying of
+  // the signal; either way the message says what happened during forward.
+  EXPECT_TRUE(m.find("crashed with signal 11 (SIGSEGV") != std::string::npos ||
+              m.find("exited with status") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("during forward"), std::string::npos) << m;
+  expect_recovers(*isolated);
+  EXPECT_NE(death_of(*isolated), "(no ImplementationDied)");
+  expect_recovers(*isolated);
+}
+
+TEST(Isolation, AnExitIsReported) {
+  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::exit));
+  EXPECT_NE(death_of(*isolated).find("exited with status 3"), std::string::npos);
+  expect_recovers(*isolated);
+}
+
+TEST(Isolation, ASpinningCallIsKilledAtTheCpuLimit) {
+  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::spin), {200});
+  const std::string m = death_of(*isolated);
+  EXPECT_NE(m.find("more than 200 ms of CPU time"), std::string::npos) << m;
+  expect_recovers(*isolated);
+}
+
+TEST(Isolation, ABlockedCallIsKilledAtTheWallLimit) {
+  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::block), {50});
+  const std::string m = death_of(*isolated);
+  EXPECT_NE(m.find("blocked for 500 ms of wall time"), std::string::npos) << m;
+  expect_recovers(*isolated);
+}
+
+TEST(Isolation, ExceptionsComeBackWithTheirMessageAndContractErrorsKeepTheirType) {
+  const auto throws = isolate(std::make_shared<Hostile>(Hostile::Mode::throws));
+  try {
+    throws->forward(problem_with_keys(3));
+    ADD_FAILURE() << "no exception";
+  } catch (const ImplementationDied&) {
+    ADD_FAILURE() << "a throw is not a death";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "kernel table overflow");
+  }
+  const auto contract = isolate(std::make_shared<Hostile>(Hostile::Mode::contract));
+  EXPECT_THROW(contract->forward(problem_with_keys(3)), PluginContractError);
+  expect_recovers(*contract);
+}
+
+TEST(Isolation, ACrashingImplementationFailsThePropertyWithAShrunkCaseAndAFixture) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("attncheck-isolation-{}", ::getpid());
+  RunConfig config;
+  config.seed = kDefaultSeed;
+  config.save_failures_dir = dir.string();
+  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::segfault));
+  const PropertyOutcome o =
+      run_property(*find_property("MatchesOracle"), *isolated, DType::f64, config);
+  EXPECT_EQ(o.status, PropertyStatus::failed);
+  EXPECT_NE(o.message.find("during forward"), std::string::npos) << o.message;
+  ASSERT_TRUE(o.counterexample.has_value());
+  EXPECT_EQ(o.counterexample->tk, 3);  // the smallest crashing case
+  EXPECT_EQ(o.counterexample->tq, 1);
+  ASSERT_TRUE(o.fixture.has_value());
+  EXPECT_TRUE(std::filesystem::exists(*o.fixture));
+  EXPECT_TRUE(o.diagnosis.empty());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace attncheck
