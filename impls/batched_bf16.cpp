@@ -2,6 +2,7 @@
 // framework kernels run it: Eigen products and the softmax in float, P
 // rounded to bf16 before P.V, the output rounded to bf16.
 
+#include <cstdint>
 #include <memory>
 
 #include "attncheck/registry.h"
@@ -20,8 +21,8 @@ ImplInfo info() {
   return i;
 }
 
-ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(info(), [](const Problem& p) {
-  return batched_forward_16(p);
+ATTNCHECK_REGISTER_IMPL(std::make_shared<CountingImpl>(info(), [](const Problem& p, int64_t* n) {
+  return batched_forward_16(p, n);
 }));
 
 }  // namespace

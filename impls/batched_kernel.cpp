@@ -1,12 +1,14 @@
 #include "batched_kernel.h"
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <vector>
 
 #include "impl_common.h"
+#include "kernels_simd.h"
 
 namespace attncheck::impls {
 namespace {
@@ -87,16 +89,98 @@ ForwardResult forward(const Problem& p, std::optional<DType> p_cast) {
   return r;
 }
 
+// An operand of slice (b, h) (or of K/V head h) as contiguous float rows.
+std::vector<float> rows_of(const Tensor& t, int64_t b, int64_t h, int64_t n, int64_t d) {
+  std::vector<float> out(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < d; ++c)
+      out[static_cast<size_t>(i * d + c)] = static_cast<float>(t.at(b, h, i, c));
+  return out;
+}
+
+// forward<float> with kernels_simd.h's blocks: the same steps (S = Q K^T,
+// then times scale; -inf at disallowed keys; row max, exp(s - m), row sum,
+// division; O = cast(P) V), each product a packed float GEMM and exp the
+// vectorised one. Q, K and V are converted to float once per slice, the
+// mask is applied per row from its two constraints, and each K/V head is
+// packed once per batch entry for its whole GQA group.
+template <>
+ForwardResult forward<float>(const Problem& p, std::optional<DType> p_cast) {
+  if (outside_features(p)) return ForwardResult::unsupported();
+  if (auto message = first_empty_row_error(p)) return ForwardResult::failure(*message);
+  const int64_t tq = p.tq, tk = p.tk;
+  const auto rows = static_cast<size_t>(p.batch * p.heads * tq);
+  ForwardResult r;
+  r.out.resize(rows * static_cast<size_t>(p.dv));
+  r.weights.resize(rows * static_cast<size_t>(tk));
+  const float scale = static_cast<float>(p.scale);
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  std::vector<float> s(static_cast<size_t>(tq * tk)), o(static_cast<size_t>(tq * p.dv));
+  std::vector<float> cast_p;
+  simd::Packed kt, v;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    int64_t packed_head = -1;
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t g = p.kv_head(h);
+      if (g != packed_head) {
+        simd::pack_transposed(rows_of(p.k, b, g, tk, p.dk).data(), tk, p.dk, p.dk, kt);
+        simd::pack(rows_of(p.v, b, g, tk, p.dv).data(), tk, p.dv, p.dv, v);
+        packed_head = g;
+      }
+      const std::vector<float> q = rows_of(p.q, b, h, tq, p.dk);
+      simd::gemm(tq, tk, p.dk, q.data(), p.dk, kt, 0, 0, s.data(), tk, false);
+      for (int64_t i = 0; i < tq; ++i) {
+        float* row = s.data() + i * tk;
+        // Scaled after the product, as scale * (q . k) is rounded.
+        for (int64_t j = 0; j < tk; ++j) row[j] *= scale;
+        if (!p.key_valid.empty()) {
+          const uint8_t* valid = p.key_valid.data() + b * tk;
+          for (int64_t j = 0; j < tk; ++j)
+            if (!valid[j]) row[j] = minus_inf;
+        }
+        if (p.causal) {
+          for (int64_t j = std::max<int64_t>(0, p.position(i) + 1); j < tk; ++j) row[j] = minus_inf;
+        }
+        const float m = simd::max_of(row, tk);
+        simd::exp_shifted(row, tk, m);
+        const float l = simd::sum_of(row, tk);
+        double* w = r.weights.data() + weight_index(p, b, h, i, 0);
+        for (int64_t j = 0; j < tk; ++j) {
+          row[j] /= l;
+          w[j] = static_cast<double>(row[j]);
+        }
+      }
+      const float* pv = s.data();
+      if (p_cast) {
+        cast_p.resize(s.size());
+        for (size_t k = 0; k < s.size(); ++k)
+          cast_p[k] = static_cast<float>(round_to(*p_cast, static_cast<double>(s[k])));
+        pv = cast_p.data();
+      }
+      simd::gemm(tq, p.dv, tk, pv, tk, v, 0, 0, o.data(), p.dv, false);
+      for (int64_t i = 0; i < tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d)
+          r.out[out_index(p, b, h, i, d)] =
+              round_to(p.dtype, static_cast<double>(o[static_cast<size_t>(i * p.dv + d)]));
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 template <typename T>
-ForwardResult batched_forward(const Problem& p) {
-  return forward<T>(p, std::nullopt);
+ForwardResult batched_forward(const Problem& p, int64_t* scores_computed) {
+  ForwardResult r = forward<T>(p, std::nullopt);
+  if (scores_computed) *scores_computed = r.status == Status::ok ? p.score_elements() : 0;
+  return r;
 }
 
-ForwardResult batched_forward_16(const Problem& p) {
+ForwardResult batched_forward_16(const Problem& p, int64_t* scores_computed) {
   if (p.dtype != DType::bf16 && p.dtype != DType::f16) return ForwardResult::unsupported();
-  return forward<float>(p, p.dtype);
+  ForwardResult r = forward<float>(p, p.dtype);
+  if (scores_computed) *scores_computed = r.status == Status::ok ? p.score_elements() : 0;
+  return r;
 }
 
 template <typename T>
@@ -160,8 +244,8 @@ BackwardResult batched_backward(const Problem& p) {
   return r;
 }
 
-template ForwardResult batched_forward<double>(const Problem&);
-template ForwardResult batched_forward<float>(const Problem&);
+template ForwardResult batched_forward<double>(const Problem&, int64_t*);
+template ForwardResult batched_forward<float>(const Problem&, int64_t*);
 template BackwardResult batched_backward<double>(const Problem&);
 template BackwardResult batched_backward<float>(const Problem&);
 

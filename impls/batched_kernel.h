@@ -3,6 +3,8 @@
 // the way framework kernels without fusion compute it. It differs from the
 // loop kernel in summation order, which is what makes the two a useful pair.
 
+#include <cstdint>
+
 #include "attncheck/implementation.h"
 #include "attncheck/problem.h"
 
@@ -14,20 +16,23 @@ namespace attncheck::impls {
 /// std::exp, row sums, division), O = P V as an Eigen product. Returns out
 /// and weights = P, no lse. Empty rows are an error naming the first empty
 /// query, checked before computing. Problems outside kBatchedFeatures
-/// (mask, bias, window, softcap) are unsupported. Instantiated for double
-/// and float in batched_kernel.cpp.
+/// (mask, bias, window, softcap) are unsupported. `*scores_computed`, when
+/// given, receives the score elements formed: B * H * tq * tk, the whole
+/// matrix whatever the mask. Instantiated for double and float in
+/// batched_kernel.cpp; in float the products are kernels_simd.h's packed
+/// ones and exp is its vectorised exp (within 1 ulp, as std::exp).
 template <typename T>
-ForwardResult batched_forward(const Problem& p);
+ForwardResult batched_forward(const Problem& p, int64_t* scores_computed = nullptr);
 
-extern template ForwardResult batched_forward<double>(const Problem&);
-extern template ForwardResult batched_forward<float>(const Problem&);
+extern template ForwardResult batched_forward<double>(const Problem&, int64_t*);
+extern template ForwardResult batched_forward<float>(const Problem&, int64_t*);
 
 /// batched_forward<float> for 16-bit inputs and outputs (p.dtype bf16 or
 /// f16, whose values float holds exactly): the same products and softmax
 /// in float, each element of P rounded to p.dtype before O = P V, and O
 /// rounded to p.dtype. The weights returned are P before that rounding.
-/// Other dtypes are unsupported.
-ForwardResult batched_forward_16(const Problem& p);
+/// Other dtypes are unsupported. `*scores_computed` as in batched_forward.
+ForwardResult batched_forward_16(const Problem& p, int64_t* scores_computed = nullptr);
 
 /// The gradients of SPEC section 1 for p.dout as whole-matrix Eigen
 /// products per (b, h), in T: P as in batched_forward, dA = dO V^T,

@@ -3,6 +3,8 @@
 // traits of a one-pass kernel, the empty-row message, and an Implementation
 // that wraps a declaration, a forward function and optionally a backward one.
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -65,11 +67,23 @@ inline PrecisionTraits kernel_precision(DType accum, DType p_cast, int64_t key_b
 inline std::optional<std::string> first_empty_row_error(const Problem& p) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i)
-        if (p.allowed_count(b, h, i) == 0) {
+      for (int64_t i = 0; i < p.tq; ++i) {
+        // Only keys inside the causal and window limits can be allowed, and
+        // the first allowed one settles the row: a linear cost in tq, where
+        // counting every row's keys would be tq * tk (the bench's long
+        // sliding-window runs).
+        const int64_t pos = p.position(i);
+        int64_t first = 0, last = p.tk - 1;
+        if (p.window_left >= 0) first = std::max<int64_t>(first, pos - p.window_left);
+        if (p.window_right >= 0) last = std::min(last, pos + p.window_right);
+        if (p.causal) last = std::min(last, pos);
+        bool any = false;
+        for (int64_t j = first; j <= last && !any; ++j) any = p.allowed(b, h, i, j);
+        if (!any) {
           return "query (b=" + std::to_string(b) + ", h=" + std::to_string(h) +
                  ", i=" + std::to_string(i) + ") has no allowed key";
         }
+      }
   return std::nullopt;
 }
 
@@ -97,6 +111,44 @@ class FunctionImpl : public Implementation {
   ImplInfo info_;
   Forward forward_;
   Backward backward_;
+};
+
+/// An implementation that counts the score elements of its last forward
+/// call (score_elements_computed; attncheck bench reports them). The
+/// harness calls an implementation from one thread at a time; the atomic
+/// keeps a concurrent caller from tearing the count, though with two
+/// concurrent callers "last" is whichever finished last.
+class CountingImpl : public Implementation {
+ public:
+  /// Computes a forward pass and the number of score elements it formed.
+  using Forward = std::function<ForwardResult(const Problem&, int64_t* scores_computed)>;
+  using Backward = std::function<BackwardResult(const Problem&)>;
+
+  /// As FunctionImpl: without `backward`, backward() is unsupported.
+  CountingImpl(ImplInfo info, Forward forward, Backward backward = {})
+      : info_(std::move(info)), forward_(std::move(forward)), backward_(std::move(backward)) {}
+
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override {
+    int64_t n = 0;
+    ForwardResult r = forward_(p, &n);
+    last_count_.store(n);
+    return r;
+  }
+  BackwardResult backward(const Problem& p) const override {
+    return backward_ ? backward_(p) : Implementation::backward(p);
+  }
+  std::optional<int64_t> score_elements_computed() const override {
+    const int64_t n = last_count_.load();
+    if (n < 0) return std::nullopt;
+    return n;
+  }
+
+ private:
+  ImplInfo info_;
+  Forward forward_;
+  Backward backward_;
+  mutable std::atomic<int64_t> last_count_{-1};  // -1: no call yet
 };
 
 /// Declaration of a reference implementation of dtype `d`.

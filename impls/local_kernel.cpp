@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "impl_common.h"
+#include "kernels_simd.h"
 
 namespace attncheck::impls {
 
@@ -18,8 +20,35 @@ KeyRange window_range(const Problem& p, int64_t i) {
   return r;
 }
 
+namespace {
+
+// Rows of slice (b, h) of t, converted to T and contiguous.
 template <typename T>
-ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t* scores_computed) {
+void convert(const Tensor& t, int64_t b, int64_t h, int64_t n, int64_t d, std::vector<T>& out) {
+  out.resize(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < d; ++c)
+      out[static_cast<size_t>(i * d + c)] = static_cast<T>(t.at(b, h, i, c));
+}
+
+// q . k in T: float through kernels_simd.h (any summation order), double
+// sequentially.
+template <typename T>
+T dot(const T* q, const T* k, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::dot(q, k, n);
+  } else {
+    T s = 0;
+    for (int64_t d = 0; d < n; ++d) s += q[d] * k[d];
+    return s;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t* scores_computed,
+                            bool with_weights) {
   *scores_computed = 0;
   if (empty_rows == EmptyRowPolicy::error) {
     if (auto message = first_empty_row_error(p)) return ForwardResult::failure(*message);
@@ -27,7 +56,7 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   ForwardResult r;
   r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
-  r.weights.assign(rows * static_cast<size_t>(p.tk), 0.0);
+  if (with_weights) r.weights.assign(rows * static_cast<size_t>(p.tk), 0.0);
   r.lse.assign(rows, -std::numeric_limits<double>::infinity());
 
   const T scale = static_cast<T>(p.scale);
@@ -36,10 +65,18 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
   std::vector<T> s, a;
   std::vector<uint8_t> ok;
   std::vector<T> o(static_cast<size_t>(p.dv));
+  std::vector<T> q, k, v;
   int64_t count = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
+    int64_t loaded = -1;
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
+      convert(p.q, b, h, p.tq, p.dk, q);
+      if (g != loaded) {
+        convert(p.k, b, g, p.tk, p.dk, k);
+        convert(p.v, b, g, p.tk, p.dv, v);
+        loaded = g;
+      }
       for (int64_t i = 0; i < p.tq; ++i) {
         const KeyRange range = window_range(p, i);
         if (range.first > range.last) continue;  // empty (zero policy only)
@@ -49,16 +86,14 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
         ok.assign(w, 0);
         T m = -std::numeric_limits<T>::infinity();
         bool any = false;
+        const T* qi = q.data() + i * p.dk;
         for (int64_t j = range.first; j <= range.last; ++j) {
           const auto jj = static_cast<size_t>(j - range.first);
-          if (!p.allowed(b, h, i, j)) continue;
+          if (!p.key_valid.empty() && !p.key_valid[static_cast<size_t>(b * p.tk + j)]) continue;
+          if (p.mask && !p.mask->at(b, h, i, j, p.tq, p.tk)) continue;
           ok[jj] = 1;
           ++count;
-          T dot = 0;
-          for (int64_t d = 0; d < p.dk; ++d) {
-            dot += static_cast<T>(p.q.at(b, h, i, d)) * static_cast<T>(p.k.at(b, g, j, d));
-          }
-          T t = scale * dot;
+          T t = scale * dot(qi, k.data() + j * p.dk, p.dk);
           if (p.softcap > 0) t = cap * std::tanh(t / cap);
           if (p.bias) t += static_cast<T>(p.bias_at(b, h, i, j));
           s[jj] = t;
@@ -77,10 +112,9 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
           if (!ok[j]) continue;
           a[j] /= l;
           const int64_t key = range.first + static_cast<int64_t>(j);
-          r.weights[weight_index(p, b, h, i, key)] = static_cast<double>(a[j]);
-          for (int64_t d = 0; d < p.dv; ++d) {
-            o[static_cast<size_t>(d)] += a[j] * static_cast<T>(p.v.at(b, g, key, d));
-          }
+          if (with_weights) r.weights[weight_index(p, b, h, i, key)] = static_cast<double>(a[j]);
+          const T* vj = v.data() + key * p.dv;
+          for (int64_t d = 0; d < p.dv; ++d) o[static_cast<size_t>(d)] += a[j] * vj[d];
         }
         for (int64_t d = 0; d < p.dv; ++d) {
           r.out[out_index(p, b, h, i, d)] = static_cast<double>(o[static_cast<size_t>(d)]);
@@ -93,7 +127,7 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
   return r;
 }
 
-template ForwardResult local_forward<double>(const Problem&, EmptyRowPolicy, int64_t*);
-template ForwardResult local_forward<float>(const Problem&, EmptyRowPolicy, int64_t*);
+template ForwardResult local_forward<double>(const Problem&, EmptyRowPolicy, int64_t*, bool);
+template ForwardResult local_forward<float>(const Problem&, EmptyRowPolicy, int64_t*, bool);
 
 }  // namespace attncheck::impls

@@ -29,7 +29,13 @@ struct OnlineOptions {
 /// p_j = exp(s_j - m), l += p_j, acc += cast(p_j) v_j. Finally out = acc / l
 /// rounded to p.dtype (exact when T is the dtype's own type) and lse =
 /// m + log(l); no weights. Empty rows follow o.empty_rows as loop_forward's
-/// do. Instantiated for double and float.
+/// do. Runs on tiles of 64 queries x one key block, skipping blocks outside
+/// every row's causal and window limits (so a window saves time, though a
+/// tile forms some scores outside it: the kernel does not count scores, as
+/// a count is a claim of exact locality that WindowLocality holds it to).
+/// Instantiated for double (each allowed score a sequential dot product, as
+/// before the tiling) and float (kernels_simd.h's packed products and
+/// vectorised exp, which stays within the declared 1 ulp).
 template <typename T>
 ForwardResult online_forward(const Problem& p, const OnlineOptions& o);
 

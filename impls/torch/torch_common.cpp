@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 
 #include <stdexcept>
+
+#include "attncheck/threads.h"
 #include <utility>
 
 namespace attncheck::impls::torch_adapters {
@@ -15,8 +17,9 @@ at::ScalarType scalar_type(DType d) {
   }
 }
 
-void use_one_thread() {
-  if (at::get_num_threads() != 1) at::set_num_threads(1);
+void use_configured_threads() {
+  const int n = impl_threads();
+  if (at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 ImplInfo adapter_info(std::string name, DType d, Features features, Limits limits,

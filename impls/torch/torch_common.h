@@ -1,5 +1,5 @@
 #pragma once
-// What the LibTorch adapters share: their declaration, the one-thread
+// What the LibTorch adapters share: their declaration, the thread-count
 // setting, and the translation of a Problem's tensors, masks and results to
 // and from ATen tensors. The translation never computes attention itself:
 // it copies values, converts dtypes and rewrites a mask into the form the
@@ -22,11 +22,13 @@ namespace attncheck::impls::torch_adapters {
 at::ScalarType scalar_type(DType d);
 
 /// Torch parallelises its kernels (OpenMP) and OpenBLAS its GEMMs; one
-/// thread keeps every call's summation order the same, so the adapters can
-/// be held to Determinism, and keeps them off the other tests' cores.
-/// at::set_num_threads sets OpenMP's count for the calling thread only, so
-/// the adapters call this at registration and again in every forward().
-void use_one_thread();
+/// thread (attncheck::impl_threads(), 1 unless attncheck bench --threads
+/// says otherwise) keeps every call's summation order the same, so the
+/// adapters can be held to Determinism, and keeps them off the other tests'
+/// cores. at::set_num_threads sets OpenMP's count for the calling thread
+/// only, so the adapters call this at registration and again in every
+/// forward().
+void use_configured_threads();
 
 /// Declaration of a torch adapter of dtype `d`. Precision: the softmax
 /// kernel of ATen's CPU backend computes exp with SLEEF's vectorised

@@ -59,7 +59,7 @@ at::Tensor shared_float_mask(const Problem& p) {
 }
 
 ForwardResult mha_forward(const Problem& p) {
-  use_one_thread();
+  use_configured_threads();
   if (!within_fixed_semantics(p) || p.causal || p.bias || p.dv != p.dk) {
     return ForwardResult::unsupported();
   }
@@ -105,7 +105,7 @@ ForwardResult mha_forward(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL([] {
-  use_one_thread();
+  use_configured_threads();
   Limits limits;
   limits.dv_equals_dk = true;
   return std::make_shared<FunctionImpl>(

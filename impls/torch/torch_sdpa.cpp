@@ -41,7 +41,7 @@ constexpr Features kSdpaFeatures =
     ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_WEIGHTS;
 
 ForwardResult sdpa_forward(const Problem& p, DType d) {
-  use_one_thread();
+  use_configured_threads();
   if (!within_fixed_semantics(p) || p.bias) return ForwardResult::unsupported();
   const at::ScalarType type = scalar_type(d);
 
@@ -65,7 +65,7 @@ ForwardResult sdpa_forward(const Problem& p, DType d) {
 
 std::shared_ptr<const Implementation> make_sdpa(const char* name, DType d,
                                                 const char* description) {
-  use_one_thread();
+  use_configured_threads();
   return std::make_shared<FunctionImpl>(
       adapter_info(name, d, kSdpaFeatures, Limits{}, description),
       [d](const Problem& p) { return sdpa_forward(p, d); });
