@@ -33,7 +33,26 @@
 // softcap the weights are rational only in these rows; an output can also
 // be rational when every class of equal scores has the same mean of
 // values: that case is computed exactly by class_mean below.)
-// What is still undecided after all of this goes into r.uncertified.
+//
+// Ties that intervals cannot settle, and how each is settled instead:
+//  - A rational value at a midpoint whose interval never collapses: the
+//    gradients of equal-score rows, where a = 1/n enters every product
+//    (scale times a small rational often has exactly 54 bits). They are
+//    recomputed in GMP rationals (rational_gradients) and rounded exactly.
+//  - An irrational value within 2^-2400 of a midpoint, where the interval
+//    has the midpoint as an end: lse = m + log l when the other keys are
+//    more than ~1600 below the maximum m (l rounds to 1) and m is a
+//    midpoint; dK = (rational midpoint) + sech^2-weighted terms of
+//    e^-thousands under softcap. Irrationality (Lindemann-Weierstrass,
+//    argued at each place) puts the value in the OPEN interval, and
+//    decide_open rounds it away from the midpoint end.
+//  - Sums of transcendental terms that cancel exactly, and softcap rows
+//    with distinct scores: no argument excludes a tie there (Schanuel's
+//    conjecture would, for softcap), so if the 2400-bit interval does not
+//    decide, the value is reported uncertified. No generated problem of the
+//    samples in tests/test_oracle.cpp reaches this.
+// What is still undecided after all of this goes into r.uncertified, with
+// the nearest double of its interval's lower end as a provisional value.
 
 #include <mpfr.h>
 
@@ -85,13 +104,97 @@ std::unique_ptr<T[]> make_array(size_t n) {
 }
 
 // Both ends round to the same double: that double is the correctly rounded
-// value of everything inside, the exact result included.
+// value of everything inside, the exact result included. Otherwise `out`
+// gets the nearest double of the lower end, a provisional value that stays
+// flagged as undecided.
 bool decide(const Iv& v, double& out) {
   const double lo = mpfr_get_d(v.lo.get(), MPFR_RNDN);
   const double hi = mpfr_get_d(v.hi.get(), MPFR_RNDN);
-  if (!(lo == hi)) return false;
+  if (!(lo == hi)) {
+    if (!std::isnan(lo)) out = lo;
+    return false;
+  }
   out = lo == 0 ? 0.0 : lo;
   return true;
+}
+
+// Whether x lies exactly halfway between two adjacent finite doubles.
+bool is_midpoint(mpfr_srcptr x) {
+  if (!mpfr_number_p(x) || mpfr_zero_p(x)) return false;
+  const double a = mpfr_get_d(x, MPFR_RNDD), b = mpfr_get_d(x, MPFR_RNDU);
+  if (a == b || !std::isfinite(a) || !std::isfinite(b)) return false;
+  // Adjacent doubles: a + b has at most 55 significant bits, exact here.
+  Mp mid(128);
+  mpfr_set_d(mid.get(), a, MPFR_RNDN);
+  mpfr_add_d(mid.get(), mid.get(), b, MPFR_RNDN);
+  mpfr_div_2ui(mid.get(), mid.get(), 1, MPFR_RNDN);
+  return mpfr_equal_p(x, mid.get());
+}
+
+// Rounding of a value x known to lie in the OPEN interval (lo, hi) (or to
+// equal lo when lo == hi). Besides the case of decide(), this settles an
+// end that is itself a midpoint: x is strictly on one side of it, so every
+// candidate rounds away from that end, to the double the other end rounds
+// to. Callers must prove x != lo and x != hi (x irrational, or a rational
+// that is not representable at the ends' precision).
+bool decide_open(mpfr_srcptr lo, mpfr_srcptr hi, double& out) {
+  if (mpfr_equal_p(lo, hi)) {
+    out = mpfr_get_d(lo, MPFR_RNDN);
+    return !std::isnan(out);
+  }
+  const double dl = mpfr_get_d(lo, MPFR_RNDN), dh = mpfr_get_d(hi, MPFR_RNDN);
+  if (std::isnan(dl) || std::isnan(dh)) return false;
+  if (dl == dh) {
+    out = dl == 0 ? 0.0 : dl;
+    return true;
+  }
+  if (is_midpoint(lo) && mpfr_get_d(lo, MPFR_RNDU) == dh) {
+    out = dh;
+    return true;
+  }
+  if (is_midpoint(hi) && mpfr_get_d(hi, MPFR_RNDD) == dl) {
+    out = dl;
+    return true;
+  }
+  return false;
+}
+
+// A GMP rational that frees itself.
+struct Q {
+  mpq_t x;
+  Q() { mpq_init(x); }
+  explicit Q(double d) {
+    mpq_init(x);
+    mpq_set_d(x, d);  // exact for every finite double
+  }
+  Q(const Q& o) {
+    mpq_init(x);
+    mpq_set(x, o.x);
+  }
+  Q& operator=(const Q& o) {
+    mpq_set(x, o.x);
+    return *this;
+  }
+  ~Q() { mpq_clear(x); }
+  mpq_ptr get() { return x; }
+  mpq_srcptr get() const { return x; }
+  bool zero() const { return mpq_sgn(x) == 0; }
+};
+
+// The exact rational q correctly rounded to nearest (ties to even). Every
+// double and every midpoint between doubles has at most 54 significant
+// bits, so when q is not exact at 128 bits it is neither, and no such
+// number lies strictly between its two 128-bit neighbours: decide_open
+// always settles it.
+bool round_rational(const Q& q, double& out) {
+  Mp lo(128), hi(128);
+  const int t = mpfr_set_q(lo.get(), q.get(), MPFR_RNDD);
+  mpfr_set_q(hi.get(), q.get(), MPFR_RNDU);
+  if (t == 0) {
+    out = mpfr_get_d(lo.get(), MPFR_RNDN);  // the one rounding
+    return true;
+  }
+  return decide_open(lo.get(), hi.get(), out);
 }
 
 // Lowest possible bit position of a nonzero x: its exponent minus its
@@ -200,6 +303,27 @@ void idiv_pos(Iv& r, const Iv& a, const Iv& l) {
            mpfr_sgn(a.hi.get()) >= 0 ? l.lo.get() : l.hi.get(), MPFR_RNDU);
 }
 
+// r = sech^2(u) for u in the interval x (r must not alias x): sech is even,
+// decreasing in |u|, and 0 < sech <= 1.
+void sech2(Iv& r, const Iv& x) {
+  mpfr_srcptr a = x.lo.get(), b = x.hi.get();
+  if (mpfr_sgn(a) >= 0) {
+    mpfr_sech(r.lo.get(), b, MPFR_RNDD);
+    mpfr_sech(r.hi.get(), a, MPFR_RNDU);
+  } else if (mpfr_sgn(b) <= 0) {
+    mpfr_sech(r.lo.get(), a, MPFR_RNDD);
+    mpfr_sech(r.hi.get(), b, MPFR_RNDU);
+  } else {
+    Mp t(mpfr_get_prec(r.lo.get()));
+    mpfr_sech(r.lo.get(), a, MPFR_RNDD);
+    mpfr_sech(t.get(), b, MPFR_RNDD);
+    if (mpfr_less_p(t.get(), r.lo.get())) mpfr_set(r.lo.get(), t.get(), MPFR_RNDD);
+    mpfr_set_ui(r.hi.get(), 1, MPFR_RNDU);
+  }
+  mpfr_sqr(r.lo.get(), r.lo.get(), MPFR_RNDD);
+  mpfr_sqr(r.hi.get(), r.hi.get(), MPFR_RNDU);
+}
+
 bool row_pending(const Problem& p, const Decided& d, int64_t b, int64_t h,
                  int64_t i) {
   const size_t row = row_index(p, b, h, i);
@@ -266,6 +390,7 @@ class Group {
     e_ = make_array<Iv>(tk_);
     a_ = make_array<Iv>(tk_);
     dt_ = make_array<Iv>(tk_);
+    f_ = make_array<Iv>(tk_);
     num_ = make_array<Iv>(std::max(dk_, dv_));
     dkacc_ = make_array<Iv>(tk_ * dk_);
     dvacc_ = make_array<Iv>(tk_ * dv_);
@@ -280,7 +405,7 @@ class Group {
   // Computes the group at precision prec, storing each value it decides.
   void run(mpfr_prec_t prec, bool diagnostics) {
     prec_ = prec;
-    for (Iv* arr : {s_.get(), th_.get(), e_.get(), a_.get(), dt_.get()})
+    for (Iv* arr : {s_.get(), th_.get(), e_.get(), a_.get(), dt_.get(), f_.get()})
       for (size_t j = 0; j < tk_; ++j) arr[j].set_prec(prec);
     for (size_t c = 0; c < std::max(dk_, dv_); ++c) num_[c].set_prec(prec);
     for (Iv* x : {&l_, &tmp_, &tmp2_, &sigma_, &lse_}) x->set_prec(prec);
@@ -365,6 +490,218 @@ class Group {
     }
   }
 
+  // Gradients that are exact rationals, computed with GMP rationals.
+  //
+  // A row whose allowed keys all have the same score (the same exact t and
+  // bias under softcap) has weights exactly 1 / n, so with dA_j = dO . v_j
+  // (a sum of products of doubles) and S = sum_j dA_j,
+  //   dS_j = (dA_j - S / n) / n = (n dA_j - S) / n^2,   dV_j += dO / n,
+  // all rational; dT_j = dS_j f with f = sech^2(t / c) under softcap, which
+  // is 1 at t = 0 and transcendental otherwise (Lindemann). A gradient is
+  // computed here when every term of its sum is such an exact rational, or
+  // exactly zero (dO_c = 0 for dV, q_c = 0 or dS_j = 0 for dK, a zero sum
+  // for dQ); rounding the exact rational settles even a midpoint (to even).
+  // Midpoints are what these rows produce: scale times a small rational
+  // often has exactly 54 significant bits, and no interval can decide a
+  // value that equals a midpoint. Sums with any other term stay with the
+  // interval result: with a transcendental term they are no midpoint.
+  void rational_gradients() {
+    if (!grads_ || !pending()) return;
+    struct RowInfo {
+      bool rational = false, f_one = false;
+      int64_t n = 0;
+      std::vector<uint8_t> ok;
+      std::vector<Q> ds;  // dS_j, exact, on rational rows
+      Q abs_t;            // |t| of the row's keys (softcap), exact
+    };
+    const int64_t rows_n = (h1_ - h0_) * p_.tq;
+    std::vector<RowInfo> rows(static_cast<size_t>(rows_n));
+    Q t, u, nn;
+    for (int64_t h = h0_; h < h1_; ++h) {
+      for (int64_t i = 0; i < p_.tq; ++i) {
+        RowInfo& ri = rows[static_cast<size_t>((h - h0_) * p_.tq + i)];
+        exact_scores(h, i);
+        ri.ok = ok_;
+        int64_t first = -1;
+        bool equal = true;
+        for (size_t j = 0; j < tk_; ++j) {
+          if (!ok_[j]) continue;
+          const auto jj = static_cast<int64_t>(j);
+          if (first < 0) {
+            first = jj;
+          } else if (!mpfr_equal_p(exact_[j].get(), exact_[static_cast<size_t>(first)].get()) ||
+                     (p_.softcap > 0 &&
+                      p_.bias_at(b_, h, i, jj) != p_.bias_at(b_, h, i, first))) {
+            equal = false;
+          }
+          ++ri.n;
+        }
+        if (ri.n == 0 || !equal) continue;
+        ri.rational = true;
+        ri.f_one = p_.softcap == 0 ||
+                   mpfr_zero_p(exact_[static_cast<size_t>(first)].get());
+        if (!ri.f_one) {
+          mpfr_get_q(ri.abs_t.get(), exact_[static_cast<size_t>(first)].get());
+          mpq_abs(ri.abs_t.get(), ri.abs_t.get());
+        }
+        std::vector<Q> da(tk_);
+        Q sum;
+        for (size_t j = 0; j < tk_; ++j) {
+          if (!ok_[j]) continue;
+          for (size_t c = 0; c < dv_; ++c) {
+            mpq_set_d(t.get(), p_.dout[out_index(p_, b_, h, i, static_cast<int64_t>(c))]);
+            mpq_set_d(u.get(), vmat_[j * dv_ + c]);
+            mpq_mul(t.get(), t.get(), u.get());
+            mpq_add(da[j].get(), da[j].get(), t.get());
+          }
+          mpq_add(sum.get(), sum.get(), da[j].get());
+        }
+        mpq_set_si(nn.get(), static_cast<long>(ri.n), 1);
+        ri.ds.resize(tk_);
+        for (size_t j = 0; j < tk_; ++j) {
+          if (!ok_[j]) continue;
+          mpq_div(t.get(), sum.get(), nn.get());
+          mpq_sub(t.get(), da[j].get(), t.get());
+          mpq_div(ri.ds[j].get(), t.get(), nn.get());
+        }
+      }
+    }
+    const Q scale(p_.scale);
+    Q acc;
+    for (int64_t h = h0_; h < h1_; ++h) {
+      for (int64_t i = 0; i < p_.tq; ++i) {
+        const RowInfo& ri = rows[static_cast<size_t>((h - h0_) * p_.tq + i)];
+        if (!ri.rational) continue;
+        const size_t row = row_index(p_, b_, h, i);
+        for (size_t c = 0; c < dk_; ++c) {
+          const size_t x = row * dk_ + c;
+          if (d_.dq[x]) continue;
+          mpq_set_ui(acc.get(), 0, 1);
+          for (size_t j = 0; j < tk_; ++j) {
+            if (!ri.ok[j]) continue;
+            mpq_set_d(t.get(), kmat_[j * dk_ + c]);
+            mpq_mul(t.get(), t.get(), ri.ds[j].get());
+            mpq_add(acc.get(), acc.get(), t.get());
+          }
+          if (acc.zero()) {
+            r_.dq[x] = 0.0;
+            d_.dq[x] = 1;
+          } else if (ri.f_one) {
+            mpq_mul(acc.get(), acc.get(), scale.get());
+            d_.dq[x] = round_rational(acc, r_.dq[x]);
+          }
+        }
+      }
+    }
+    for (size_t j = 0; j < tk_; ++j) {
+      const auto jj = static_cast<int64_t>(j);
+      for (size_t c = 0; c < dv_; ++c) {
+        const size_t x = kv_index(p_, b_, g_, jj, static_cast<int64_t>(c), p_.dv);
+        if (d_.dv[x]) continue;
+        mpq_set_ui(acc.get(), 0, 1);
+        bool exact = true;
+        for (int64_t h = h0_; h < h1_ && exact; ++h) {
+          for (int64_t i = 0; i < p_.tq && exact; ++i) {
+            const RowInfo& ri = rows[static_cast<size_t>((h - h0_) * p_.tq + i)];
+            if (!ri.ok[j]) continue;
+            const double o = p_.dout[out_index(p_, b_, h, i, static_cast<int64_t>(c))];
+            if (o == 0) continue;
+            if (!ri.rational) {
+              exact = false;
+              continue;
+            }
+            mpq_set_d(t.get(), o);
+            mpq_set_si(u.get(), static_cast<long>(ri.n), 1);
+            mpq_div(t.get(), t.get(), u.get());
+            mpq_add(acc.get(), acc.get(), t.get());
+          }
+        }
+        if (exact) d_.dv[x] = round_rational(acc, r_.dv[x]);
+      }
+      for (size_t c = 0; c < dk_; ++c) {
+        const size_t x = kv_index(p_, b_, g_, jj, static_cast<int64_t>(c), p_.dk);
+        if (d_.dk[x]) continue;
+        // dK / scale = R + sum_k f_k C_k: R from the rows with f = 1, one
+        // term per distinct |t| of the softcapped rows (f = sech^2(t / c)
+        // depends on |t| only), C_k their exact rational coefficient.
+        mpq_set_ui(acc.get(), 0, 1);
+        std::vector<std::pair<const Q*, Q>> terms;
+        bool exact = true;
+        for (int64_t h = h0_; h < h1_ && exact; ++h) {
+          for (int64_t i = 0; i < p_.tq && exact; ++i) {
+            const RowInfo& ri = rows[static_cast<size_t>((h - h0_) * p_.tq + i)];
+            if (!ri.ok[j]) continue;
+            const double q = p_.q.at(b_, h, i, static_cast<int64_t>(c));
+            if (q == 0) continue;
+            if (!ri.rational) {
+              exact = false;
+              continue;
+            }
+            mpq_set_d(t.get(), q);
+            mpq_mul(t.get(), t.get(), ri.ds[j].get());
+            if (ri.f_one) {
+              mpq_add(acc.get(), acc.get(), t.get());
+              continue;
+            }
+            auto it = std::find_if(terms.begin(), terms.end(), [&](const auto& e) {
+              return mpq_equal(e.first->get(), ri.abs_t.get()) != 0;
+            });
+            if (it == terms.end()) {
+              terms.emplace_back(&ri.abs_t, Q());
+              it = terms.end() - 1;
+            }
+            mpq_add(it->second.get(), it->second.get(), t.get());
+          }
+        }
+        if (!exact) continue;
+        std::erase_if(terms, [](const auto& e) { return e.second.zero(); });
+        if (terms.empty()) {
+          mpq_mul(acc.get(), acc.get(), scale.get());
+          d_.dk[x] = round_rational(acc, r_.dk[x]);
+        } else {
+          d_.dk[x] = softcap_sum(acc, terms, r_.dk[x]);
+        }
+      }
+    }
+  }
+
+  // scale (R + sum_k sech^2(u_k / c) C_k) for exact rationals R, u_k > 0
+  // (distinct) and C_k != 0, correctly rounded. The value is irrational:
+  // with u_k = a_k d for one rational d and integers a_k > 0, sech^2 is
+  // 4 z^a / (z^a + 1)^2 in the transcendental z = e^{2d / c} (Lindemann),
+  // and the term of the largest a_k has poles (at the primitive 2a-th
+  // roots of unity) no other term has, so the sum is a nonconstant
+  // rational function of z with rational coefficients, which takes no
+  // rational value at a transcendental z. Hence it lies in the OPEN
+  // interval computed here, and decide_open applies at any precision.
+  bool softcap_sum(const Q& r, const std::vector<std::pair<const Q*, Q>>& terms,
+                   double& out) {
+    for (mpfr_prec_t prec : {mpfr_prec_t{128}, mpfr_prec_t{512}, mpfr_prec_t{2400}}) {
+      Iv sum, u, f, cv, prod;
+      for (Iv* v : {&sum, &u, &f, &cv, &prod}) v->set_prec(prec);
+      Mp tmp(prec);
+      // The transcendental part first, on its own: added to R term by term
+      // it would be absorbed into R's rounding.
+      sum.set_zero();
+      for (const auto& [abs_t, coef] : terms) {
+        mpfr_set_q(u.lo.get(), abs_t->get(), MPFR_RNDD);
+        mpfr_set_q(u.hi.get(), abs_t->get(), MPFR_RNDU);
+        mpfr_div_d(u.lo.get(), u.lo.get(), p_.softcap, MPFR_RNDD);
+        mpfr_div_d(u.hi.get(), u.hi.get(), p_.softcap, MPFR_RNDU);
+        sech2(f, u);
+        mpfr_set_q(cv.lo.get(), coef.get(), MPFR_RNDD);
+        mpfr_set_q(cv.hi.get(), coef.get(), MPFR_RNDU);
+        imul(prod, f, cv, tmp);
+        iadd(sum, sum, prod);
+      }
+      mpfr_add_q(sum.lo.get(), sum.lo.get(), r.get(), MPFR_RNDD);
+      mpfr_add_q(sum.hi.get(), sum.hi.get(), r.get(), MPFR_RNDU);
+      imul_d(sum, sum, p_.scale);
+      if (decide_open(sum.lo.get(), sum.hi.get(), out)) return true;
+    }
+    return false;
+  }
+
  private:
   bool row_pending(int64_t h, int64_t i) const {
     return oracle_detail::row_pending(p_, d_, b_, h, i);
@@ -427,15 +764,15 @@ class Group {
       if (!mpfr_equal_p(x.get(), y.get())) return false;
     }
     if (first) return false;
-    // s0 / n0 to nearest: the quotient is a midpoint only if exact, and an
-    // inexact quotient at this precision has no double or midpoint between
-    // it and the exact value except at its own position, so the interval
-    // [down, up] settles it unless an end is that midpoint.
+    // s0 / n0 to nearest: when the quotient is exact at this precision the
+    // interval is a point; otherwise the exact mean lies strictly between
+    // two neighbouring numbers of this precision, with no double or
+    // midpoint strictly between them, so decide_open settles it.
     Iv q;
     q.set_prec(wide);
     mpfr_div_si(q.lo.get(), s0.get(), static_cast<long>(n0), MPFR_RNDD);
     mpfr_div_si(q.hi.get(), s0.get(), static_cast<long>(n0), MPFR_RNDU);
-    return decide(q, out);
+    return decide_open(q.lo.get(), q.hi.get(), out);
   }
 
   void row(int64_t h, int64_t i, bool diagnostics) {
@@ -451,6 +788,7 @@ class Group {
         // s = c tanh(t / c) + bias, every step monotone in t.
         mpfr_div_d(th_[j].lo.get(), exact_[j].get(), p_.softcap, MPFR_RNDD);
         mpfr_div_d(th_[j].hi.get(), exact_[j].get(), p_.softcap, MPFR_RNDU);
+        if (grads_) sech2(f_[j], th_[j]);
         mpfr_tanh(th_[j].lo.get(), th_[j].lo.get(), MPFR_RNDD);
         mpfr_tanh(th_[j].hi.get(), th_[j].hi.get(), MPFR_RNDU);
         imul_d(s, th_[j], p_.softcap);
@@ -524,6 +862,20 @@ class Group {
     mpfr_add(lse_.hi.get(), lse_.hi.get(), cap ? s_[jmax].hi.get() : m.get(),
              MPFR_RNDU);
     if (!d_.lse[row]) d_.lse[row] = decide(lse_, r_.lse[row]);
+    if (!d_.lse[row] && !cap && n >= 2) {
+      // lse = m + log l with l = sum_j e^{x_j} > 1 (n >= 2 positive terms,
+      // one of them e^0), so lse > m. And lse is irrational: log l = r
+      // rational would give e^r - sum_j e^{x_j} = 0 with r > 0 >= x_j,
+      // against Lindemann-Weierstrass (exponentials of distinct rationals
+      // are linearly independent over the rationals). So lse lies in the
+      // open interval (max(lo, m), hi). This decides rows where the other
+      // keys are so far below the maximum (x_j < -1600) that l rounds to 1
+      // even at 2400 bits, which would leave lse = m + tiny undecided
+      // whenever the exact score m is a midpoint.
+      mpfr_srcptr lo = mpfr_less_p(lse_.lo.get(), m.get()) ? m.get()
+                                                          : lse_.lo.get();
+      d_.lse[row] = decide_open(lo, lse_.hi.get(), r_.lse[row]);
+    }
     if (diagnostics) {
       r_.row_max[row] =
           mpfr_get_d(cap ? s_[jmax].lo.get() : m.get(), MPFR_RNDN);
@@ -555,11 +907,9 @@ class Group {
       isub(tmp_, dt, sigma_);
       imul(dt, a_[j], tmp_, t_);  // dS_j
       if (p_.softcap > 0) {
-        // dT = dS (1 - tanh^2).
-        imul(tmp_, th_[j], th_[j], t_);
-        mpfr_ui_sub(tmp2_.lo.get(), 1, tmp_.hi.get(), MPFR_RNDD);
-        mpfr_ui_sub(tmp2_.hi.get(), 1, tmp_.lo.get(), MPFR_RNDU);
-        imul(tmp_, dt, tmp2_, t_);
+        // dT = dS (1 - tanh^2) = dS sech^2(t / c), the latter without the
+        // cancellation of 1 - tanh^2 at large |t / c|.
+        imul(tmp_, dt, f_[j], t_);
         mpfr_set(dt.lo.get(), tmp_.lo.get(), MPFR_RNDD);
         mpfr_set(dt.hi.get(), tmp_.hi.get(), MPFR_RNDU);
       }
@@ -596,7 +946,7 @@ class Group {
   std::vector<uint8_t> ok_;
   std::vector<mpfr_ptr> ptrs_;
   std::unique_ptr<Mp[]> prods_, exact_;
-  std::unique_ptr<Iv[]> s_, th_, e_, a_, dt_, num_, dkacc_, dvacc_;
+  std::unique_ptr<Iv[]> s_, th_, e_, a_, dt_, f_, num_, dkacc_, dvacc_;
   Iv l_, tmp_, tmp2_, sigma_, lse_;
   Mp dot_, scaled_, m_, t_;
 };
@@ -617,6 +967,7 @@ void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
   }
   if (!group.pending()) return;
   group.class_means();
+  group.rational_gradients();
   group.report_undecided();
 }
 

@@ -17,6 +17,19 @@
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
+// The generated-problem sample below needs the generators
+// (attncheck::properties and the source directory on the include path).
+#if __has_include("properties/gen/problem_gen.h")
+#include <rapidcheck.h>
+
+#include <map>
+#include <string>
+
+#include "attncheck/plugin.h"
+#include "properties/gen/problem_gen.h"
+#define ATTNCHECK_ORACLE_HAS_GENERATORS 1
+#endif
+
 namespace attncheck {
 namespace {
 
@@ -908,6 +921,341 @@ TEST(OracleRational, SingleAllowedKeyIsExact) {
   EXPECT_TRUE(r.uncertified.empty());
   expect_matches_reference(p);
 }
+
+// --- Ties: values exactly at (or within 2^-2400 of) a midpoint ------------
+//
+// No interval of positive width around a midpoint decides its rounding, at
+// any precision. Each class below is one the oracle once left uncertified
+// on generated problems; each test checks the decided value bit-exactly
+// against an independent computation (exact rationals, or MPFR at far more
+// bits than the tie needs) and that the case really is a tie.
+
+// The exact rational q correctly rounded to a double (normal range), by
+// MPFR at 53 bits: one rounding, ties to even.
+double round_q(mpq_srcptr q) {
+  mpfr_t x;
+  mpfr_init2(x, 53);
+  mpfr_set_q(x, q, MPFR_RNDN);
+  const double d = mpfr_get_d(x, MPFR_RNDN);
+  mpfr_clear(x);
+  return d;
+}
+
+// Whether the rational q is exactly a midpoint between two doubles: exact
+// at 54 bits, not at 53 (normal range).
+bool is_midpoint_q(mpq_srcptr q) {
+  mpfr_t x;
+  mpfr_init2(x, 54);
+  const bool exact54 = mpfr_set_q(x, q, MPFR_RNDN) == 0;
+  mpfr_set_prec(x, 53);
+  const bool exact53 = mpfr_set_q(x, q, MPFR_RNDN) == 0;
+  mpfr_clear(x);
+  return exact54 && !exact53;
+}
+
+bool is_midpoint_mpfr(mpfr_srcptr v) {
+  mpfr_t x;
+  mpfr_init2(x, 54);
+  const bool exact54 = mpfr_set(x, v, MPFR_RNDN) == 0;
+  mpfr_set_prec(x, 53);
+  const bool exact53 = mpfr_set(x, v, MPFR_RNDN) == 0;
+  mpfr_clear(x);
+  return exact54 && !exact53;
+}
+
+struct Rational {
+  mpq_t x;
+  Rational(double d = 0) {
+    mpq_init(x);
+    mpq_set_d(x, d);
+  }
+  ~Rational() { mpq_clear(x); }
+  Rational(const Rational&) = delete;
+  Rational& operator=(const Rational&) = delete;
+};
+
+// dS_j of a row whose n allowed keys all have the same score: a = 1/n, so
+// dS_j = (n dA_j - S) / n^2 with dA_j = dO . v_j, computed in rationals.
+void equal_score_ds(const std::vector<double>& da, std::vector<Rational>& ds) {
+  Rational sum, t, nn(static_cast<double>(da.size()));
+  for (double x : da) {
+    Rational v(x);
+    mpq_add(sum.x, sum.x, v.x);
+  }
+  for (size_t j = 0; j < da.size(); ++j) {
+    Rational v(da[j]);
+    mpq_mul(t.x, v.x, nn.x);
+    mpq_sub(t.x, t.x, sum.x);
+    mpq_div(t.x, t.x, nn.x);
+    mpq_div(ds[j].x, t.x, nn.x);
+  }
+}
+
+TEST(OracleTies, LseOfAMidpointMaximumWithFarKeysIsDecided) {
+  // s_0 = 1 + 2^-53 exactly (a midpoint), s_1 = -2000: l = 1 + e^-2001 is
+  // 1 at 2400 bits, so lse = s_0 + log l ~ s_0 + 2^-2887 was undecided;
+  // it lies just above the midpoint and rounds up, not to even.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 2, 2, 1);
+  p.scale = 1.0;
+  p.q.data = {1, 1};
+  p.k.data = {1, 0x1p-53, -2000, 0};
+  p.v.data = {1, 2};
+  const OracleResult r = oracle(p);
+  EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+  // Independently: 4096 bits hold 1 + e^-2001 and its log.
+  mpfr_t l, s;
+  mpfr_init2(l, 4096);
+  mpfr_init2(s, 4096);
+  mpfr_set_si(l, -2001, MPFR_RNDN);
+  mpfr_exp(l, l, MPFR_RNDN);
+  mpfr_add_ui(l, l, 1, MPFR_RNDN);
+  mpfr_log(l, l, MPFR_RNDN);
+  mpfr_set_d(s, 1, MPFR_RNDN);
+  mpfr_add_d(s, s, 0x1p-53, MPFR_RNDN);
+  EXPECT_TRUE(is_midpoint_mpfr(s));
+  mpfr_add(s, s, l, MPFR_RNDN);
+  EXPECT_EQ(r.lse[0], mpfr_get_d(s, MPFR_RNDN));
+  EXPECT_EQ(r.lse[0], 1 + 0x1p-52);
+  mpfr_clear(l);
+  mpfr_clear(s);
+  // Negative scores the other way: s_0 = -(1 + 2^-53), the far key at
+  // -2002: lse lies just above -(1 + 2^-53), so it rounds to -1.
+  p.q.data = {-1, -1};
+  p.k.data = {1, 0x1p-53, 2000, 0};
+  const OracleResult n = oracle(p);
+  EXPECT_TRUE(n.uncertified.empty());
+  EXPECT_EQ(n.lse[0], -1.0);
+  // One allowed key: lse = s_0 exactly, the midpoint, ties to even.
+  p.key_valid = {1, 0};
+  p.q.data = {1, 1};
+  p.k.data = {1, 0x1p-53, -2000, 0};
+  const OracleResult one = oracle(p);
+  EXPECT_TRUE(one.uncertified.empty());
+  EXPECT_EQ(one.lse[0], 1.0);
+}
+
+// Rows of three keys with equal scores: weights 1/3, so no interval around
+// a gradient ever collapses to a point, and 7 scale is a midpoint. The oracle computes such gradients in exact rationals.
+TEST(OracleTies, GradientMidpointsInEqualScoreRowsAreExact) {
+  // The double nearest 1/sqrt(3): 7 times it has exactly 54 bits.
+  const double scale = 0.5773502691896257;
+  Rational seven_scale(scale);
+  {
+    Rational seven(7);
+    mpq_mul(seven_scale.x, seven_scale.x, seven.x);
+  }
+  ASSERT_TRUE(is_midpoint_q(seven_scale.x));
+  // dQ: q = 0 (all scores 0), v = [3, 0, 0], dO = 1: n dA - S = [6, -3, -3]
+  // and K's first column [10, -1, 0] give dQ_0 = scale * 63 / 9.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 3, 2, 1);
+  p.scale = scale;
+  p.k.data = {10, 1, -1, 2, 0, 3};
+  p.v.data = {3, 0, 0};
+  p.dout = {1};
+  OracleResult r = oracle(p);
+  EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+  EXPECT_EQ(r.dq[0], round_q(seven_scale.x));
+  // dK: identical keys give equal scores for any query; q_0 = 10.5 makes
+  // dK_00 = scale * 6 * 10.5 / 9 = 7 scale and dK_10 = -3.5 scale.
+  p.k.data = {1, 1, 1, 1, 1, 1};
+  p.q.data = {10.5, 0.25};
+  r = oracle(p);
+  EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+  std::vector<Rational> ds(3);
+  equal_score_ds({3, 0, 0}, ds);
+  for (int64_t j = 0; j < 3; ++j) {
+    for (int64_t c = 0; c < 2; ++c) {
+      Rational want(p.q.at(0, 0, 0, c)), sc(scale);
+      mpq_mul(want.x, want.x, ds[static_cast<size_t>(j)].x);
+      mpq_mul(want.x, want.x, sc.x);
+      EXPECT_EQ(r.dk[static_cast<size_t>(j * 2 + c)], round_q(want.x)) << j << " " << c;
+      if (c == 0) {
+        EXPECT_TRUE(is_midpoint_q(want.x)) << j;
+      }
+    }
+  }
+  // The same under softcap at t = 0 (q = 0 there): sech^2(0) = 1.
+  p.softcap = 5;
+  p.k.data = {10, 1, -1, 2, 0, 3};
+  p.q.data = {0, 0};
+  r = oracle(p);
+  EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+  EXPECT_EQ(r.dq[0], round_q(seven_scale.x));
+  // dV: two rows of three equal scores, dO = 3 and 3 * 2^-53: dV_j =
+  // (3 + 3 * 2^-53) / 3 = 1 + 2^-53, a midpoint; ties to even give 1.
+  Problem v = Problem::zeros(DType::f64, 1, 1, 1, 2, 3, 1, 1);
+  v.k.data = {1, 2, 3};  // q = 0: every score 0
+  v.v.data = {1, 2, 4};
+  v.dout = {3, 3 * 0x1p-53};
+  const OracleResult w = oracle(v);
+  EXPECT_TRUE(w.uncertified.empty()) << w.uncertified.size();
+  for (double x : w.dv) EXPECT_EQ(x, 1.0);
+}
+
+// A dK sum of an exact midpoint (a row with t = 0) and a softcapped row
+// whose factor sech^2(t / c) ~ e^-2309 is far below 2^-2400: the tiny term
+// decides the direction. Checked against MPFR at 16384 bits with the
+// textbook 1 - tanh^2.
+TEST(OracleTies, SoftcapTinyTermsBreakAGradientTie) {
+  for (double qb : {1.0, -1.0}) {
+    Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, 3, 2, 1);
+    p.scale = 0.5773502691896257;
+    p.softcap = 1;
+    p.k.data = {0, 1, 0, 1, 0, 1};  // identical keys: equal scores per row
+    p.v.data = {3, 0, 0};
+    p.q.data = {10.5, 0, qb, 2000};  // t = 0, and t = 2000 scale
+    p.dout = {1, 1};
+    const OracleResult r = oracle(p);
+    EXPECT_TRUE(r.uncertified.empty()) << r.uncertified.size();
+    const mpfr_prec_t prec = 16384;
+    mpfr_t t, f, x, y;
+    for (mpfr_ptr z : {t, f, x, y}) mpfr_init2(z, prec);
+    // Row B: f = 1 - tanh^2(2000 scale / 1), ~2^-3331: 16384 bits keep
+    // thousands of its bits through the cancellation.
+    mpfr_set_d(t, p.scale, MPFR_RNDN);
+    mpfr_mul_ui(t, t, 2000, MPFR_RNDN);
+    mpfr_tanh(f, t, MPFR_RNDN);
+    mpfr_sqr(f, f, MPFR_RNDN);
+    mpfr_ui_sub(f, 1, f, MPFR_RNDN);
+    ASSERT_GT(mpfr_sgn(f), 0);
+    // dS_j = a (dA_j - mean) with a = 1/3, dA = [3, 0, 0]: [2/3, -1/3, -1/3].
+    for (int64_t j = 0; j < 3; ++j) {
+      const double dsn = j == 0 ? 2 : -1;  // 3 dS_j
+      // dK_j0 = scale (dS_j 10.5 + f dS_j qb)
+      mpfr_mul_d(x, f, qb, MPFR_RNDN);
+      mpfr_add_d(x, x, 10.5, MPFR_RNDN);
+      mpfr_mul_d(x, x, dsn, MPFR_RNDN);
+      mpfr_div_ui(x, x, 3, MPFR_RNDN);
+      mpfr_mul_d(x, x, p.scale, MPFR_RNDN);
+      EXPECT_EQ(r.dk[static_cast<size_t>(j * 2)], mpfr_get_d(x, MPFR_RNDN)) << qb << " " << j;
+    }
+    for (mpfr_ptr z : {t, f, x, y}) mpfr_clear(z);
+  }
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, 3, 2, 1);
+  p.scale = 0.5773502691896257;
+  p.softcap = 1;
+  p.k.data = {0, 1, 0, 1, 0, 1};
+  p.v.data = {3, 0, 0};
+  p.dout = {1, 1};
+  p.q.data = {10.5, 0, 1, 2000};
+  const double up = oracle(p).dk[0];
+  p.q.data = {10.5, 0, -1, 2000};
+  const double down = oracle(p).dk[0];
+  // The premise: without row B's term dK_00 = 7 scale, a midpoint (so
+  // one of the two directions is not what ties to even would give), and
+  // +-f breaks the tie to the doubles on either side of it.
+  const double mid = 7 * p.scale;  // 7 scale rounded: ties to even
+  EXPECT_GT(up, down);
+  EXPECT_TRUE(up == mid || down == mid);
+  EXPECT_EQ(std::nextafter(down, kInf), up);
+}
+
+// --- Generated problems are certified 100% ---------------------------------
+
+#ifdef ATTNCHECK_ORACLE_HAS_GENERATORS
+
+// A fixed-seed sample of what the property suite hands the oracle: the
+// generator's problems in every dtype with every feature (regimes
+// small_int ... huge, near_tied; masks, causal, window, GQA, bias, softcap,
+// scales, layouts), half of them with a dO like GradientsMatchOracle's, and
+// the derived problems properties build from them: V = I (weights as
+// outputs), another layout, constant values, keys and values permuted,
+// and K, V scaled by a power of two. Every value must be certified.
+TEST(OracleCertified, GeneratedProblemsOfEveryRegimeAndFeatureAreCertified) {
+  constexpr int kPerDtype = 300;
+  std::map<std::string, int> uncertified;
+  int problems = 0;
+  auto check = [&](const Problem& p, const char* what) {
+    const OracleResult r = oracle(p);
+    ++problems;
+    for (const UncertifiedValue& u : r.uncertified) ++uncertified[std::string(what) + " " + u.array];
+  };
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    gen::GenSpec spec;
+    spec.dtype = dtype;
+    spec.features = ATTNCHECK_FEATURE_NONDETERMINISTIC - 1;  // every feature bit below it
+    const auto g = rc::gen::exec([spec] {
+      Problem p = *gen::problem(spec);
+      // dO as GradientsMatchOracle draws it: small integers in [-3, 3] or
+      // a 2^-4 grid in [-1, 1].
+      if (*rc::gen::arbitrary<bool>()) {
+        const bool dyadic = *rc::gen::arbitrary<bool>();
+        p.dout.resize(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv));
+        for (double& e : p.dout) {
+          e = dyadic ? std::ldexp(*rc::gen::inRange(-16, 17), -4) : *rc::gen::inRange(-3, 4);
+          e = round_to(p.dtype, e);
+        }
+      }
+      return p;
+    });
+    rc::Random random(20260101 + static_cast<uint64_t>(dtype));
+    for (int k = 0; k < kPerDtype; ++k) {
+      rc::Random rr = random.split();
+      const Problem p = g(rr, k % 100).value();
+      check(p, "generated");
+      switch (k % 5) {
+        case 0: {  // V = I: the weights as outputs
+          Problem q = p;
+          q.dv = p.tk;
+          q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
+          for (int64_t b = 0; b < p.batch; ++b)
+            for (int64_t h = 0; h < p.kv_heads; ++h)
+              for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, h, j, j) = 1;
+          q.dout.clear();
+          check(q, "identity values");
+          break;
+        }
+        case 1:
+          check(gen::with_layout(p, static_cast<gen::Layout>(1 + k % 2)), "layout");
+          break;
+        case 2: {  // every value row equal to the first
+          Problem q = p.contiguous();
+          for (int64_t b = 0; b < p.batch; ++b)
+            for (int64_t h = 0; h < p.kv_heads; ++h)
+              for (int64_t j = 0; j < p.tk; ++j)
+                for (int64_t c = 0; c < p.dv; ++c) q.v.at(b, h, j, c) = p.v.at(b, h, 0, c);
+          check(q, "constant values");
+          break;
+        }
+        case 3: {  // keys and values reversed (no causal/window: they move)
+          if (p.causal || p.window_left >= 0 || p.window_right >= 0) break;
+          Problem q = p.contiguous();
+          for (int64_t b = 0; b < p.batch; ++b)
+            for (int64_t h = 0; h < p.kv_heads; ++h)
+              for (int64_t j = 0; j < p.tk; ++j) {
+                for (int64_t c = 0; c < p.dk; ++c) q.k.at(b, h, j, c) = p.k.at(b, h, p.tk - 1 - j, c);
+                for (int64_t c = 0; c < p.dv; ++c) q.v.at(b, h, j, c) = p.v.at(b, h, p.tk - 1 - j, c);
+              }
+          q.key_valid.clear();
+          q.mask.reset();
+          q.bias.reset();
+          check(q, "permuted keys");
+          break;
+        }
+        case 4: {  // K and V times 2 (exact in every format)
+          Problem q = p.contiguous();
+          for (double& x : q.k.data) x *= 2;
+          for (double& x : q.v.data) x *= 2;
+          check(q, "scaled");
+          break;
+        }
+      }
+    }
+  }
+  std::string summary;
+  for (const auto& [what, n] : uncertified) summary += what + ": " + std::to_string(n) + "; ";
+  EXPECT_TRUE(uncertified.empty()) << summary << "of " << problems << " problems";
+  EXPECT_GE(problems, 4 * kPerDtype);
+}
+
+#else
+
+TEST(OracleCertified, GeneratedProblemsOfEveryRegimeAndFeatureAreCertified) {
+  GTEST_SKIP() << "test_oracle is built without the generators: link attncheck::properties "
+                  "and add the source directory to its include path";
+}
+
+#endif
 
 }  // namespace
 }  // namespace attncheck

@@ -2,7 +2,8 @@
 // The high-precision reference (SPEC section 1): every reported double is
 // proven to be the correctly rounded value of the exact result (double-double
 // with rigorous error bounds, then MPFR interval arithmetic from exact
-// scores at 128-2400 bits, exact rational cases), or listed as uncertified.
+// scores at 128-2400 bits, exact rational cases and gradients, midpoint
+// ties settled by irrationality), or listed as uncertified.
 // The argument is in oracle/oracle.cpp, fast.cpp and exact.cpp.
 
 #include <array>
