@@ -26,10 +26,12 @@ std::string escape(const std::string& s) {
 }
 
 std::string value_label(double v, bool bytes) {
+  // The axis ticks are decades, so bytes are labelled in decimal units
+  // (1 MB, 10 MB), which name a decade exactly.
   if (bytes) {
-    if (v >= 1 << 30) return fmt::format("{:g} GiB", v / (1 << 30));
-    if (v >= 1 << 20) return fmt::format("{:g} MiB", v / (1 << 20));
-    if (v >= 1 << 10) return fmt::format("{:g} KiB", v / (1 << 10));
+    if (v >= 1e9) return fmt::format("{:g} GB", v / 1e9);
+    if (v >= 1e6) return fmt::format("{:g} MB", v / 1e6);
+    if (v >= 1e3) return fmt::format("{:g} kB", v / 1e3);
     return fmt::format("{:g} B", v);
   }
   if (v >= 1) return fmt::format("{:g} s", v);

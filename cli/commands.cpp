@@ -55,6 +55,21 @@ std::shared_ptr<const Implementation> maybe_isolate(std::shared_ptr<const Implem
   return isolate(std::move(impl), IsolationOptions{timeout_ms});
 }
 
+// Writes `text` beside `path` and renames it over `path`, so a reader never
+// sees half a report and an earlier one is never lost to a failed write.
+void write_atomically(const std::string& path, const std::string& text, const char* what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw InputError(fmt::format("{}: cannot write '{}'", what, tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InputError(fmt::format("{}: cannot replace '{}'", what, path));
+  }
+}
+
 uint64_t parse_seed(const std::string& text, const std::string& where) {
   size_t used = 0;
   unsigned long long s = 0;
@@ -122,8 +137,12 @@ int replay_command(const std::string& path, const std::string& impl_name,
   if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
   RunConfig config;
   config.seed = f.meta.value("seed", kDefaultSeed);
-  const PropertyOutcome o =
-      replay_fixture(f, *maybe_isolate(impl, no_isolation, timeout_ms), config);
+  PropertyOutcome o;
+  try {
+    o = replay_fixture(f, *maybe_isolate(impl, no_isolation, timeout_ms), config);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", path, e.what()));
+  }
   print_outcome(o);
   return o.status == PropertyStatus::failed ? kExitFailed : kExitOk;
 }
@@ -131,17 +150,21 @@ int replay_command(const std::string& path, const std::string& impl_name,
 int merge_command(const std::string& out_path, const std::vector<std::string>& inputs) {
   nlohmann::json merged;
   for (const std::string& path : inputs) {
-    std::ifstream in(path);
-    if (!in) throw InputError(path + ": cannot open file");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    }
-    if (!j.is_object() || j.value("format", "") != "attncheck-report-1" ||
-        !j.contains("results") || !j["results"].is_array()) {
+    // Within the size and nesting limits; errors are one line naming the file.
+    const nlohmann::json j = read_json_file(path);
+    // Types checked before any value() or get<>(), which would throw
+    // nlohmann's type_error: an internal error, not the file's.
+    if (!j.is_object() || !j.contains("format") || j["format"] != "attncheck-report-1") {
       throw InputError(path + ": field 'format': not an attncheck-report-1 report");
+    }
+    if (!j.contains("results") || !j["results"].is_array()) {
+      throw InputError(path + ": field 'results': expected an array of results");
+    }
+    for (const auto& r : j["results"]) {
+      if (!r.is_object() || (r.contains("status") && !r["status"].is_string())) {
+        throw InputError(path + ": field 'results': every result must be an object whose "
+                                "'status' is a string");
+      }
     }
     if (merged.is_null()) {
       merged = j;
@@ -154,9 +177,7 @@ int merge_command(const std::string& out_path, const std::vector<std::string>& i
     }
     for (const auto& r : j["results"]) merged["results"].push_back(r);
   }
-  std::ofstream out(out_path);
-  out << merged.dump(2) << "\n";
-  if (!out) throw InputError(fmt::format("{}: cannot write", out_path));
+  write_atomically(out_path, merged.dump(2) + "\n", "merge-reports");
   int failed = 0;
   for (const auto& r : merged["results"]) {
     const std::string st = r.value("status", "");
@@ -199,14 +220,8 @@ using ExpectedFailures = std::set<std::pair<std::string, std::string>>;
 
 ExpectedFailures load_expected_failures(const std::string& path) {
   ExpectedFailures out;
-  std::ifstream in(path);
-  if (!in) return out;  // no file: nothing expected to fail
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
+  if (!std::ifstream(path)) return out;  // no file: nothing expected to fail
+  const nlohmann::json j = read_json_file(path);  // size and nesting limits
   const nlohmann::json& list = j.is_object() ? j.value("expected_failures", nlohmann::json()) : j;
   if (!list.is_array()) throw InputError(path + ": expected an array of {impl, property, reason}");
   for (const auto& e : list) {
@@ -327,17 +342,8 @@ int check_command(const CheckOptions& opt) {
              counts[PropertyStatus::xfail], counts[PropertyStatus::xpass],
              counts[PropertyStatus::not_run]);
   if (!opt.report.empty()) {
-    // Written beside the target and renamed over it, so a reader never sees
-    // half a report and an earlier report is never lost to a failed write.
-    const std::string tmp = opt.report + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << report_json(outcomes, config.seed, config.profile).dump(2) << "\n";
-      if (!out) throw InputError(fmt::format("--report: cannot write '{}'", tmp));
-    }
-    if (std::rename(tmp.c_str(), opt.report.c_str()) != 0) {
-      throw InputError(fmt::format("--report: cannot replace '{}'", opt.report));
-    }
+    write_atomically(opt.report, report_json(outcomes, config.seed, config.profile).dump(2) + "\n",
+                     "--report");
   }
   if (interrupted) return kExitInterrupted;
   return counts[PropertyStatus::failed] + counts[PropertyStatus::xpass] > 0 ? kExitFailed : kExitOk;

@@ -33,7 +33,10 @@ std::array<int64_t, 3> row_of(const Case& c) {
 
 void judge_causal(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
-  const auto [b0, h0, i0] = row_of(c);
+  // Plain variables, not a structured binding: the lambdas below capture
+  // them, which clang before 16 refuses for bindings.
+  const std::array<int64_t, 3> where = row_of(c);
+  const int64_t b0 = where[0], h0 = where[1], i0 = where[2];
   const ForwardResult r = ctx.call_ok(p);
   // Keys after row i0's last causally allowed key.
   std::vector<int64_t> keys;
@@ -54,7 +57,10 @@ bool in_window(const Problem& p, int64_t i, int64_t j) {
 
 void judge_window(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
-  const auto [b0, h0, i0] = row_of(c);
+  // Plain variables, not a structured binding: the lambdas below capture
+  // them, which clang before 16 refuses for bindings.
+  const std::array<int64_t, 3> where = row_of(c);
+  const int64_t b0 = where[0], h0 = where[1], i0 = where[2];
   const ForwardResult r = ctx.call_ok(p);
   // An implementation that counts its score elements claims locality: it
   // may not compute more than the windows hold (exercise 10's honesty).

@@ -441,6 +441,9 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
   }
   try {
     return prop->replay(impl, fixture, config);
+  } catch (const nlohmann::json::exception& e) {
+    // The fixture's args lack what the property reads: the file's fault.
+    throw InputError(fmt::format("field 'args': {}", e.what()));
   } catch (const std::exception& e) {
     PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
     out.status = PropertyStatus::failed;

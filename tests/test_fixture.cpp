@@ -279,6 +279,11 @@ std::vector<BadCase> bad_cases() {
       {"wrong_format", "format",
        [](json& j) { j["format"] = "attncheck-problem-2"; }},
       {"format_not_string", "format", [](json& j) { j["format"] = 1; }},
+      // Found by fuzzing: a decoded "\r" or "\n" echoed in the message
+      // made it two lines.
+      {"format_with_line_breaks", "format",
+       [](json& j) { j["format"] = "attncheck-\r\nproblem-1"; }},
+      {"dtype_with_line_break", "dtype", [](json& j) { j["dtype"] = "f\n64"; }},
       {"missing_format", "format", [](json& j) { j.erase("format"); }},
       {"missing_q", "q", [](json& j) { j.erase("q"); }},
       {"missing_dtype", "dtype", [](json& j) { j.erase("dtype"); }},
@@ -373,6 +378,7 @@ void expect_one_line_naming(const InputError& e, const std::string& file,
   EXPECT_NE(msg.find(file), std::string::npos) << msg;
   EXPECT_NE(msg.find(field), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\r'), std::string::npos) << msg;
 }
 
 TEST(Fixture, MalformedProblemsNameTheFileAndTheField) {
@@ -454,6 +460,259 @@ TEST(Fixture, FileLevelErrorsNameTheFile) {
   expect_error(write("fixture_unknown.json", f.dump()), "metadata");
   f.erase("metadata");
   EXPECT_NO_THROW(load_fixture(write("fixture_ok.json", f.dump())));
+  fs::remove_all(dir);
+}
+
+// Hostile files (the reliability issue): sizes, nesting and values a
+// reader must refuse with one line naming the file and the field, before
+// allocating anything for them. Each case is also a regression test of the
+// limits in input_limits.
+std::vector<BadCase> hostile_cases() {
+  return {
+      // tq = 1e9 with a q of 8 numbers: refused on the dimension, not after
+      // an attempt to allocate 1e9 * dk doubles.
+      {"tq_1e9", "tq", [](json& j) { j["tq"] = 1000000000; }},
+      {"tq_1e9_as_double", "tq", [](json& j) { j["tq"] = 1e9; }},
+      {"dk_huge_double", "dk", [](json& j) { j["dk"] = 1e300; }},
+      {"batch_beyond_int64", "batch",
+       [](json& j) { j["batch"] = 18446744073709551615ull; }},
+      {"dim_just_above_limit", "dv",
+       [](json& j) { j["dv"] = input_limits::kDim + 1; }},
+      // Each dim allowed, the score matrix (2^26 elements) is not; refused
+      // before the tensors are read.
+      {"scores_beyond_limit", "tk",
+       [](json& j) {
+         j["tq"] = 8192;
+         j["tk"] = 8192;
+       }},
+      {"window_huge", "window",
+       [](json& j) {
+         j["window"] = {int64_t{1} << 62, 0};
+       }},
+      {"window_int64_max", "window",
+       [](json& j) {
+         j["window"] = {0, std::numeric_limits<int64_t>::max()};
+       }},
+      {"scale_nan", "scale", [](json& j) { j["scale"] = "nan"; }},
+      {"softcap_nan", "softcap", [](json& j) { j["softcap"] = "nan"; }},
+      {"softcap_inf", "softcap", [](json& j) { j["softcap"] = "inf"; }},
+      {"bias_nan", "bias",
+       [](json& j) {
+         j["bias"] = {{"shape", {1, 1, 2, 2}}, {"data", {0, "nan", 0, 0}}};
+       }},
+      {"mask_shape_huge", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {1, 1, int64_t{1} << 40, 2}},
+                      {"data", json::array()}};
+       }},
+      {"mask_shape_negative", "mask",
+       [](json& j) {
+         j["mask"] = {{"shape", {-1, 1, 2, 2}}, {"data", {1, 1, 1, 1}}};
+       }},
+      {"key_valid_float", "key_valid",
+       [](json& j) {
+         j["key_valid"] = {1.0, 0.5};
+       }},
+      {"q_element_object", "q", [](json& j) { j["q"][3] = json::object(); }},
+      {"q_element_nested_array", "q",
+       [](json& j) {
+         j["q"][0] = {1};
+       }},
+  };
+}
+
+TEST(Fixture, HostileProblemsAreRefusedBeforeAllocating) {
+  for (const BadCase& c : hostile_cases()) {
+    SCOPED_TRACE(c.name);
+    json j = minimal_json();
+    c.mutate(j);
+    try {
+      problem_from_json(j, "hostile.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "hostile.json", c.field);
+    }
+  }
+}
+
+TEST(Fixture, ProblemsAtTheLimitsAreAccepted) {
+  // The limits refuse what is beyond them, not what is at them.
+  json j = minimal_json();
+  j["batch"] = 1;
+  j["heads"] = 1;
+  j["tq"] = input_limits::kScores / input_limits::kDim;
+  j["dk"] = 1;
+  j["dv"] = 1;
+  j["tk"] = input_limits::kDim;  // scores = 2^24 exactly
+  j["q"] = std::vector<double>(static_cast<size_t>(j["tq"].get<int64_t>()), 1.0);
+  j["k"] = json::array();
+  j["v"] = json::array();
+  try {
+    problem_from_json(j, "limit.json");
+    ADD_FAILURE() << "accepted k without its elements";
+  } catch (const InputError& e) {
+    // Past the dims and the score limit, refused for the length of k.
+    expect_one_line_naming(e, "limit.json", "'k'");
+    EXPECT_NE(std::string(e.what()).find("expected 1048576 numbers"),
+              std::string::npos)
+        << e.what();
+  }
+  j = minimal_json();
+  j["window"] = {input_limits::kWindow, input_limits::kWindow};
+  EXPECT_NO_THROW(problem_from_json(j, "limit.json"));
+}
+
+// A fixture of `property` around the minimal problem (batch 1, heads 2,
+// kv_heads 2, tq 2, tk 2, dk 2, dv 1).
+json fixture_json(const std::string& property, json args) {
+  return json{{"format", "attncheck-fixture-1"},
+              {"problem", minimal_json()},
+              {"args", std::move(args)},
+              {"meta",
+               {{"property", property},
+                {"impl", "loop_f64"},
+                {"seed", 7},
+                {"dtype", "f64"}}}};
+}
+
+TEST(Fixture, ArgsAreCheckedAgainstTheProblem) {
+  // What a property's judge indexes with must lie inside the problem:
+  // otherwise `attncheck replay` of a hostile fixture reads out of bounds.
+  struct ArgsCase {
+    const char* name;
+    const char* field;
+    json args;
+  };
+  const std::vector<ArgsCase> cases = {
+      {"row_batch", "args.row", {{"row", {1, 0, 0}}}},
+      {"row_head", "args.row", {{"row", {0, 2, 0}}}},
+      {"row_query", "args.row", {{"row", {0, 0, 2}}}},
+      {"row_negative", "args.row", {{"row", {0, 0, -1}}}},
+      {"row_length", "args.row", {{"row", {0, 0}}}},
+      {"row_not_integers", "args.row", {{"row", {0, 0, "0"}}}},
+      {"query_permutation_range", "args.query_permutation",
+       {{"query_permutation", {0, 2}}}},
+      {"query_permutation_repeat", "args.query_permutation",
+       {{"query_permutation", {1, 1}}}},
+      {"query_permutation_length", "args.query_permutation",
+       {{"query_permutation", {0}}}},
+      {"key_permutation_negative", "args.key_permutation",
+       {{"key_permutation", {0, -1}}}},
+      {"w_length", "args.w", {{"w", {1}}}},
+      {"w_string", "args.w", {{"w", {1, "inf"}}}},
+      {"a_string", "args.a", {{"a", "two"}}},
+      {"layout_unknown", "args.layout", {{"layout", "bhtd"}}},
+      {"changed_unknown", "args.changed", {{"changed", "head"}}},
+      {"index_batch", "args.index", {{"changed", "batch"}, {"index", 1}}},
+      {"index_kv_head", "args.index", {{"changed", "kv_head"}, {"index", 2}}},
+      {"d_model_mismatch", "args.d_model", {{"d_model", 5}}},
+      {"heads_mismatch", "args.heads", {{"heads", 1}}},
+      {"w_q_without_d_model", "args.d_model", {{"w_q", {1}}}},
+      {"w_q_length", "args.w_q", {{"d_model", 4}, {"w_q", {1, 0, 0, 1}}}},
+  };
+  for (const ArgsCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    try {
+      fixture_from_json(fixture_json("MatchesOracle", c.args), "case.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "case.json", c.field);
+    }
+  }
+  // Valid args of every kind the properties write.
+  const json good = {{"row", {0, 1, 1}},
+                     {"query_permutation", {1, 0}},
+                     {"key_permutation", {0, 1}},
+                     {"w", {1, -4}},
+                     {"a", 0.5},
+                     {"b", -2},
+                     {"v2", "the keys of V in reverse order"},
+                     {"layout", "padded"},
+                     {"changed", "kv_head"},
+                     {"index", 1},
+                     {"score_exponent", 20},
+                     {"q_scaled_by_power_of_two", -3},
+                     {"heads", 2},
+                     {"d_model", 4},
+                     {"x_q", std::vector<double>(8, 1.0)},
+                     {"x_kv", std::vector<double>(8, 1.0)},
+                     {"w_o", std::vector<double>(16, 0.0)},
+                     {"something_new", {{"any", "thing"}}}};
+  EXPECT_NO_THROW(fixture_from_json(fixture_json("MatchesOracle", good), "ok.json"));
+}
+
+TEST(Fixture, MetaFieldsHaveTheirTypes) {
+  const std::vector<std::pair<const char*, json>> cases = {
+      {"meta.impl", {{"impl", 3}}},
+      {"meta.property", {{"property", nullptr}}},
+      {"meta.seed", {{"seed", "42"}}},
+      {"meta.seed", {{"seed", -1}}},
+      {"meta.seed", {{"seed", 1.5}}},
+      {"meta.seed", {{"seed", 9007199254740992ull}}},
+      {"meta", json::array()},
+  };
+  for (const auto& [field, meta] : cases) {
+    SCOPED_TRACE(meta.dump());
+    json f = fixture_json("MatchesOracle", json::object());
+    f["meta"] = meta;
+    try {
+      fixture_from_json(f, "meta.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "meta.json", field);
+    }
+  }
+  // Fields attncheck does not write are kept, as provenance.
+  json f = fixture_json("MatchesOracle", json::object());
+  f["meta"]["host"] = "ci-7";
+  EXPECT_EQ(fixture_from_json(f, "meta.json").meta["host"], "ci-7");
+}
+
+TEST(Fixture, JsonTextLimits) {
+  auto expect_error = [](const std::string& text, const std::string& field) {
+    try {
+      parse_json(text, "text.json");
+      ADD_FAILURE() << "accepted " << text.substr(0, 80);
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "text.json", field);
+    }
+  };
+  // Deep nesting: refused before nlohmann's recursive printing and freeing
+  // could run off the stack.
+  expect_error(std::string(100000, '[') + std::string(100000, ']'), "nested");
+  expect_error("{\"a\": " + std::string(65, '[') + std::string(65, ']') + "}",
+               "nested");
+  EXPECT_NO_THROW(parse_json(std::string(64, '[') + std::string(64, ']'), "x"));
+  // Brackets inside strings do not count.
+  EXPECT_NO_THROW(parse_json("[\"" + std::string(1000, '[') + "\\\"\"]", "x"));
+  // A parse error quoting a newline stays on one line.
+  expect_error("{\"format\":\n\n tru\ne}", "JSON");
+  expect_error("[1e999]", "JSON");
+  expect_error("\"\xff\xfe\"", "JSON");
+}
+
+TEST(Fixture, EndlessAndBinaryFilesAreRefusedNotReadForever) {
+  // A device that never ends: its first NUL byte is not JSON.
+  if (fs::exists("/dev/zero")) {
+    try {
+      load_fixture("/dev/zero");
+      ADD_FAILURE() << "accepted /dev/zero";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "/dev/zero", "NUL byte at offset 0");
+    }
+  }
+  // A stream of spaces is read up to the size limit, then refused (a small
+  // limit here; input_limits::kFileBytes in use).
+  const fs::path dir = temp_dir("endless");
+  const std::string path = (dir / "spaces.json").string();
+  std::ofstream(path) << std::string(3 << 16, ' ') << "{}";
+  try {
+    read_json_file(path, 1 << 17);
+    ADD_FAILURE() << "accepted a file above the limit";
+  } catch (const InputError& e) {
+    expect_one_line_naming(e, path, "more than the limit of 2^17 bytes");
+  }
+  EXPECT_TRUE(read_json_file(path, 1 << 18).is_object());
   fs::remove_all(dir);
 }
 

@@ -28,8 +28,15 @@ class ImplementationDied : public std::runtime_error {
 inline constexpr int64_t kDefaultCallTimeoutMs = 10000;
 
 /// A call that blocks without using CPU (a deadlock, a sleep) is stopped
-/// when its wall time reaches this multiple of the CPU limit.
+/// when its wall time exceeds this multiple of the CPU limit while it has
+/// used less than kBlockedCpuShare of that wall time in CPU time.
 inline constexpr int64_t kWallTimeoutFactor = 10;
+
+/// A runnable process on a machine with load L on N cores gets about N / L
+/// of a core, so a slow call on a loaded machine (a sanitizer build under
+/// ctest -j2, L of 8 on 2 cores: a share of 0.25) is never taken for a
+/// blocked one; only a load of 40 on 2 cores would reach 0.05.
+inline constexpr double kBlockedCpuShare = 0.05;
 
 struct IsolationOptions {
   int64_t timeout_ms = kDefaultCallTimeoutMs;  ///< CPU time per call

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "attncheck/error.h"
 
@@ -27,9 +29,51 @@ constexpr std::string_view kProblemFormat = "attncheck-problem-1";
 constexpr std::string_view kFixtureFormat = "attncheck-fixture-1";
 constexpr std::string_view kOracleFormat = "attncheck-oracle-1";
 
-// Guards the allocations a hostile or mistyped file could ask for: the
-// harness's problems are tiny, so 2^32 elements is far beyond any real one.
-constexpr int64_t kMaxElements = int64_t{1} << 32;
+namespace limits = input_limits;
+
+// "2^20" for a power of two: the limits read as they are stated.
+std::string power_of_two(int64_t x) {
+  int e = 0;
+  while ((int64_t{1} << e) < x) ++e;
+  return (int64_t{1} << e) == x ? fmt::format("2^{}", e) : std::to_string(x);
+}
+
+// A message fit for one line of stderr: control characters (a newline in
+// a parser's "last read" excerpt) become '?'.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
+// Refuses nesting deeper than limits::kJsonDepth before nlohmann parses
+// (and later prints and frees) the value recursively. Brackets inside
+// strings do not count.
+void check_depth(std::string_view text, const std::string& where) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limits::kJsonDepth) {
+        throw InputError(fmt::format(
+            "{}: not valid JSON: arrays and objects nested deeper than {}",
+            where, limits::kJsonDepth));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
 
 // A short one-line rendering of a JSON value for error messages: dump()
 // without indentation escapes newlines, and long values are cut.
@@ -55,8 +99,10 @@ class Reader {
     }
   }
 
+  // Every message is one line, whatever a string the file gave (a format,
+  // a dtype name, ...) decoded to: a "\r" escape is a carriage return.
   [[noreturn]] static void fail(const std::string& message) {
-    throw InputError(message);
+    throw InputError(one_line(message));
   }
 
   [[noreturn]] void field_error(std::string_view name,
@@ -102,7 +148,10 @@ class Reader {
   int64_t dimension(std::string_view name) {
     const int64_t x = integer(name, required(name));
     if (x < 1) field_error(name, fmt::format("must be >= 1, got {}", x));
-    if (x > kMaxElements) field_error(name, fmt::format("{} is too large", x));
+    if (x > limits::kDim) {
+      field_error(name, fmt::format("{} is larger than the limit {}", x,
+                                    power_of_two(limits::kDim)));
+    }
     return x;
   }
 
@@ -183,13 +232,19 @@ class Reader {
   std::set<std::string, std::less<>> used_;
 };
 
-// Element count of a shape, refusing overflow and absurd sizes.
-int64_t element_count(Reader& r, std::string_view name,
-                      std::initializer_list<int64_t> dims) {
+// Element count of a shape (every dim >= 1), refusing more than `limit`
+// elements before any product can overflow.
+int64_t element_count(const Reader& r, std::string_view name,
+                      std::initializer_list<int64_t> dims,
+                      int64_t limit = limits::kTensorElements) {
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d > kMaxElements || n > kMaxElements / d) {
-      r.field_error(name, "shape has too many elements");
+    if (d < 1 || d > limit || n > limit / d) {
+      std::vector<int64_t> shape(dims);
+      r.field_error(name, fmt::format("shape [{}] has more than the limit of "
+                                      "{} elements",
+                                      fmt::join(shape, ", "),
+                                      power_of_two(limit)));
     }
     n *= d;
   }
@@ -424,6 +479,16 @@ Problem problem_from_json(const json& j, const std::string& where) {
   p.tk = r.dimension("tk");
   p.dk = r.dimension("dk");
   p.dv = r.dimension("dv");
+  // Every consumer stores a score per (b, h, i, j): refuse a problem whose
+  // scores alone would not fit, before reading its tensors.
+  if (p.batch > limits::kScores / p.heads ||
+      p.batch * p.heads > limits::kScores / p.tq ||
+      p.batch * p.heads * p.tq > limits::kScores / p.tk) {
+    r.field_error("tk", fmt::format("batch * heads * tq * tk = {} * {} * {} * "
+                                    "{} scores is more than the limit {}",
+                                    p.batch, p.heads, p.tq, p.tk,
+                                    power_of_two(limits::kScores)));
+  }
 
   auto tensor = [&](std::string_view name, int64_t h, int64_t t, int64_t d) {
     Tensor out;
@@ -481,6 +546,10 @@ Problem problem_from_json(const json& j, const std::string& where) {
     if (p.window_left < -1 || p.window_right < -1) {
       r.field_error("window", "bounds must be >= -1 (-1 = unbounded)");
     }
+    if (p.window_left > limits::kWindow || p.window_right > limits::kWindow) {
+      r.field_error("window", fmt::format("bounds must be at most {}",
+                                          power_of_two(limits::kWindow)));
+    }
   }
   p.scale = Problem::default_scale(p.dk);
   if (const json* v = r.optional("scale")) {
@@ -505,7 +574,8 @@ Problem problem_from_json(const json& j, const std::string& where) {
   try {
     p.validate();
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: {}", where, as_field_message(e.what())));
+    throw InputError(
+        one_line(fmt::format("{}: {}", where, as_field_message(e.what()))));
   }
   return p;
 }
@@ -518,20 +588,192 @@ json fixture_to_json(const Fixture& f) {
               {"meta", sanitized(f.meta)}};
 }
 
-Fixture load_fixture(const std::string& path) {
+json parse_json(std::string_view text, const std::string& where) {
+  if (static_cast<int64_t>(text.size()) > limits::kFileBytes) {
+    throw InputError(fmt::format("{}: {} bytes, more than the limit of {}",
+                                 where, text.size(),
+                                 power_of_two(limits::kFileBytes)));
+  }
+  check_depth(text, where);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(
+        one_line(fmt::format("{}: not valid JSON: {}", where, e.what())));
+  }
+}
+
+json read_json_file(const std::string& path, int64_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  // Read in pieces up to the limit: a pipe or a device has no size to ask.
+  std::string text;
+  std::array<char, 1 << 16> buffer;
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    const auto got = static_cast<size_t>(in.gcount());
+    // JSON text has no NUL byte (not even inside strings): a binary file
+    // or /dev/zero is refused at once, not read up to the limit.
+    if (std::memchr(buffer.data(), '\0', got)) {
+      throw InputError(fmt::format(
+          "{}: not valid JSON: a NUL byte at offset {}", path,
+          text.size() + static_cast<size_t>(
+                            static_cast<const char*>(
+                                std::memchr(buffer.data(), '\0', got)) -
+                            buffer.data())));
+    }
+    text.append(buffer.data(), got);
+    if (static_cast<int64_t>(text.size()) > max_bytes) {
+      throw InputError(fmt::format("{}: more than the limit of {} bytes", path,
+                                   power_of_two(max_bytes)));
+    }
   }
-  Reader r(j, path);
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read file", path));
+  return parse_json(text, path);
+}
+
+namespace {
+
+// meta: where a fixture came from. The fields attncheck writes must have
+// their types (replay reads them); others are kept, as provenance.
+void check_meta(Reader& r, const json& meta) {
+  if (!meta.is_object()) r.field_error("meta", "expected an object");
+  for (const char* key : {"property", "impl", "dtype", "reproduce",
+                          "attncheck"}) {
+    const auto it = meta.find(key);
+    if (it != meta.end() && !it->is_string()) {
+      r.field_error(fmt::format("meta.{}", key),
+                    fmt::format("expected a string, got {}", brief(*it)));
+    }
+  }
+  const auto seed = meta.find("seed");
+  const bool seed_ok =
+      seed == meta.end() ||
+      (seed->is_number_unsigned() &&
+       seed->get<uint64_t>() < (uint64_t{1} << 53)) ||
+      (seed->is_number_integer() && seed->get<int64_t>() >= 0 &&
+       seed->get<int64_t>() < (int64_t{1} << 53));
+  if (!seed_ok) {
+    r.field_error("meta.seed", fmt::format("expected an integer below 2^53, "
+                                           "got {}",
+                                           brief(*seed)));
+  }
+}
+
+// args: what a property drew beyond the problem. The names the properties
+// read are checked against the problem, so that a replayed judge never
+// indexes outside it; names not listed here are left to their property.
+void check_args(Reader& r, const json& args, const Problem& p) {
+  if (!args.is_object()) r.field_error("args", "expected an object");
+  const auto field = [](const std::string& key) { return "args." + key; };
+  const auto integer_in = [&](const std::string& key, const json& v,
+                              int64_t lo, int64_t hi, const char* what) {
+    const int64_t x = r.integer(field(key), v);
+    if (x < lo || x >= hi) {
+      r.field_error(field(key), fmt::format("{} {} is outside [{}, {})", what,
+                                            x, lo, hi));
+    }
+    return x;
+  };
+  // count finite JSON numbers (the judges read them as doubles).
+  const auto finite_numbers = [&](const std::string& key, const json& v,
+                                  int64_t count) {
+    r.array(field(key), v, count, "finite numbers");
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number() || !std::isfinite(v[i].get<double>())) {
+        r.field_error(field(key), fmt::format("element {}: expected a finite "
+                                              "number, got {}",
+                                              i, brief(v[i])));
+      }
+    }
+  };
+  const auto permutation = [&](const std::string& key, const json& v,
+                               int64_t n, const char* dim) {
+    r.array(field(key), v, n, fmt::format("indices (a permutation of 0..{}-1)",
+                                          dim));
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    for (const json& x : v) {
+      const int64_t i = integer_in(key, x, 0, n, "index");
+      if (seen[static_cast<size_t>(i)]) {
+        r.field_error(field(key), fmt::format("index {} appears twice: not a "
+                                              "permutation",
+                                              i));
+      }
+      seen[static_cast<size_t>(i)] = true;
+    }
+  };
+  const auto one_of = [&](const std::string& key, const json& v,
+                          std::initializer_list<std::string_view> names) {
+    const std::string s = r.string(field(key), v);
+    for (std::string_view n : names)
+      if (s == n) return;
+    r.field_error(field(key), fmt::format("expected one of \"{}\", got \"{}\"",
+                                          fmt::join(names, "\", \""), s));
+  };
+
+  for (const auto& item : args.items()) {
+    const std::string& key = item.key();
+    const json& v = item.value();
+    if (key == "row") {
+      r.array(field(key), v, 3, "integers [b, h, i]");
+      integer_in(key, v[0], 0, p.batch, "b");
+      integer_in(key, v[1], 0, p.heads, "h");
+      integer_in(key, v[2], 0, p.tq, "i");
+    } else if (key == "query_permutation") {
+      permutation(key, v, p.tq, "tq");
+    } else if (key == "key_permutation") {
+      permutation(key, v, p.tk, "tk");
+    } else if (key == "w") {
+      finite_numbers(key, v, p.dk);
+    } else if (key == "a" || key == "b") {
+      if (!v.is_number() || !std::isfinite(v.get<double>())) {
+        r.field_error(field(key),
+                      fmt::format("expected a finite number, got {}", brief(v)));
+      }
+    } else if (key == "v2" || key == "layout" || key == "changed") {
+      if (key == "v2") r.string(field(key), v);
+      if (key == "layout") one_of(key, v, {"contiguous", "bthd", "padded"});
+      if (key == "changed") one_of(key, v, {"kv_head", "batch"});
+    } else if (key == "index") {
+      const auto changed = args.find("changed");
+      const bool by_head = changed != args.end() && *changed == "kv_head";
+      integer_in(key, v, 0, by_head ? p.kv_heads : p.batch,
+                 by_head ? "kv_head" : "batch");
+    } else if (key == "score_exponent" || key == "q_scaled_by_power_of_two") {
+      integer_in(key, v, -100000, 100000, "exponent");
+    } else if (key == "heads") {
+      // A layer's case (MultiHeadConsistency): the problem is the
+      // projected one, so its heads and dk fix the layer's.
+      integer_in(key, v, p.heads, p.heads + 1, "heads (the problem's)");
+    } else if (key == "d_model") {
+      integer_in(key, v, p.heads * p.dk, p.heads * p.dk + 1,
+                 "d_model (the problem's heads * dk)");
+    } else if (key == "x_q" || key == "x_kv" || key == "w_q" || key == "w_k" ||
+               key == "w_v" || key == "w_o") {
+      // The layer's inputs and projections: [batch][t][d_model] and
+      // [d_model][d_model].
+      const auto d = args.find("d_model");
+      if (d == args.end()) r.field_error(field("d_model"), "missing");
+      const int64_t dm = integer_in("d_model", *d, p.heads * p.dk,
+                                    p.heads * p.dk + 1,
+                                    "d_model (the problem's heads * dk)");
+      const int64_t count =
+          key == "x_q"    ? element_count(r, field(key), {p.batch, p.tq, dm})
+          : key == "x_kv" ? element_count(r, field(key), {p.batch, p.tk, dm})
+                          : element_count(r, field(key), {dm, dm});
+      finite_numbers(key, v, count);
+    }
+  }
+}
+
+}  // namespace
+
+Fixture fixture_from_json(const json& j, const std::string& where) {
+  Reader r(j, where);
   const std::string format = r.string("format", r.required("format"));
   Fixture f;
   if (format == kProblemFormat) {
-    f.problem = problem_from_json(j, path);
+    f.problem = problem_from_json(j, where);
     return f;
   }
   if (format != kFixtureFormat) {
@@ -540,18 +782,22 @@ Fixture load_fixture(const std::string& path) {
                               kProblemFormat, kFixtureFormat, format));
   }
   f.problem = problem_from_json(r.required("problem"),
-                                fmt::format("{}: problem", path));
+                                fmt::format("{}: problem", where));
   if (const json* v = r.optional("args")) {
-    if (!v->is_object()) r.field_error("args", "expected an object");
+    check_args(r, *v, f.problem);
     f.args = *v;
   }
   if (const json* v = r.optional("expected")) f.expected = *v;
   if (const json* v = r.optional("meta")) {
-    if (!v->is_object()) r.field_error("meta", "expected an object");
+    check_meta(r, *v);
     f.meta = *v;
   }
   r.reject_unknown_fields();
   return f;
+}
+
+Fixture load_fixture(const std::string& path) {
+  return fixture_from_json(read_json_file(path), path);
 }
 
 void save_fixture(const std::string& path, const Fixture& f) {
