@@ -27,6 +27,7 @@
 
 #include "attncheck/plugin.h"
 #include "properties/gen/problem_gen.h"
+#include "properties/harness.h"
 #define ATTNCHECK_ORACLE_HAS_GENERATORS 1
 #endif
 
@@ -1195,14 +1196,7 @@ TEST(OracleCertified, GeneratedProblemsOfEveryRegimeAndFeatureAreCertified) {
       check(p, "generated");
       switch (k % 5) {
         case 0: {  // V = I: the weights as outputs
-          Problem q = p;
-          q.dv = p.tk;
-          q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
-          for (int64_t b = 0; b < p.batch; ++b)
-            for (int64_t h = 0; h < p.kv_heads; ++h)
-              for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, h, j, j) = 1;
-          q.dout.clear();
-          check(q, "identity values");
+          check(with_identity_values(p), "identity values");
           break;
         }
         case 1:
