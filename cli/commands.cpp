@@ -103,8 +103,9 @@ int list_command(const std::vector<std::string>& plugin_paths) {
     std::vector<std::string> dtypes;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
       if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
-    fmt::print("  {:<34} {:<9} {:<9} {}\n", i.name, kind_name(i.kind), fmt::join(dtypes, ","),
-               i.description);
+    // Joined first: a width applied to fmt::join pads every element.
+    fmt::print("  {:<34} {:<9} {:<9} {}\n", i.name, kind_name(i.kind),
+               fmt::format("{}", fmt::join(dtypes, ",")), i.description);
   }
   fmt::print("properties:\n");
   for (const PropertyDef& p : property_catalog()) {

@@ -55,6 +55,7 @@ expect 0 "list" -- list
 contains out.txt "loop_f64 *reference" "list shows implementations with kind"
 contains out.txt "broken_unscaled *broken" "list shows broken implementations"
 contains out.txt "ScaledScoreVarianceNearOne" "list shows properties"
+contains out.txt "broken_mha_head_split  *broken  *f64,f32  " "list joins dtypes without padding each"
 
 usage_error "unknown implementation" "unknown implementation 'nope'" -- check --impl nope
 usage_error "unknown property" "unknown property 'Nope'" -- check --property Nope
