@@ -18,6 +18,7 @@
 
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
+#include "test_support.h"
 
 namespace attncheck {
 namespace {
@@ -25,26 +26,8 @@ namespace {
 const std::vector<std::string> kReferenceNames = {
     "batched_f32", "batched_f64", "loop_f32", "loop_f64", "loop_zero_f64"};
 
-std::shared_ptr<const Implementation> impl(const std::string& name) {
-  auto found = find_impl(name);
-  if (!found) throw std::runtime_error("not registered: " + name);
-  return found;
-}
-
-// Small exact values (multiples of 1/8 in [-2, 2]) from a fixed LCG, so the
-// cases are "random-ish" yet identical on every run and representable in f32.
-class Values {
- public:
-  explicit Values(uint64_t seed) : state_(seed) {}
-  double next() {
-    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(static_cast<int64_t>((state_ >> 33) % 33) - 16) /
-           8.0;
-  }
-
- private:
-  uint64_t state_;
-};
+using test_support::impl;
+using test_support::Values;
 
 void fill(Tensor& t, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
           Values& values) {

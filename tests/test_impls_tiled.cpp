@@ -20,6 +20,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
+#include "test_support.h"
 
 namespace attncheck {
 
@@ -29,24 +30,8 @@ PropertyDef multihead_property();
 
 namespace {
 
-std::shared_ptr<const Implementation> impl(const std::string& name) {
-  auto found = find_impl(name);
-  if (!found) throw std::runtime_error("not registered: " + name);
-  return found;
-}
-
-// Multiples of 1/8 in [-2, 2] from a fixed LCG: exact in every format.
-class Values {
- public:
-  explicit Values(uint64_t seed) : state_(seed) {}
-  double next() {
-    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(static_cast<int64_t>((state_ >> 33) % 33) - 16) / 8.0;
-  }
-
- private:
-  uint64_t state_;
-};
+using test_support::impl;
+using test_support::Values;
 
 Problem random_problem(DType dtype, int64_t batch, int64_t heads, int64_t kv_heads, int64_t tq,
                        int64_t tk, int64_t dk, int64_t dv, uint64_t seed) {
