@@ -22,7 +22,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
-#include "bench.h"
+#include "bench/bench.h"
 #include "commands.h"
 
 namespace {

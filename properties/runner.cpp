@@ -9,22 +9,10 @@
 #include "attncheck/diagnosis.h"
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
+#include "attncheck/version.h"
 #include "properties/harness.h"
 
 namespace attncheck {
-
-std::string_view status_name(PropertyStatus s) {
-  switch (s) {
-    case PropertyStatus::passed: return "passed";
-    case PropertyStatus::failed: return "failed";
-    case PropertyStatus::xfail: return "xfail";
-    case PropertyStatus::xpass: return "xpass";
-    case PropertyStatus::skipped: return "skipped";
-    case PropertyStatus::unsupported: return "unsupported";
-    case PropertyStatus::not_run: return "not-run";
-  }
-  return "unknown";
-}
 
 const std::vector<PropertyDef>& property_catalog() {
   // SPEC section 2's order.
@@ -295,7 +283,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       f.args = ctx.failed_case->args;
       f.meta = {{"property", prop.name},      {"impl", impl.info().name},
                 {"dtype", dtype_name(dtype)}, {"seed", config.seed},
-                {"reproduce", reproduce},     {"attncheck", ATTNCHECK_VERSION}};
+                {"reproduce", reproduce},     {"attncheck", version()}};
       const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
                                            impl.info().name, dtype_name(dtype), prop.name);
       try {

@@ -10,16 +10,11 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
+#include "attncheck/outcome.h"
 
 namespace attncheck {
 
 struct Fixture;
-
-/// Verdict of one (implementation, dtype, property) run (SPEC 5.2).
-enum class PropertyStatus { passed, failed, xfail, xpass, skipped, unsupported, not_run };
-
-/// "passed", "failed", ...
-std::string_view status_name(PropertyStatus s);
 
 /// How a run is budgeted and where its failures go.
 struct RunConfig {
@@ -28,30 +23,6 @@ struct RunConfig {
   int cases = 0;               ///< 0 = the property's default for the profile
   bool strict = false;
   std::string save_failures_dir;  ///< empty = do not save fixtures
-};
-
-/// Shape of a counterexample, for the report.
-struct CounterexampleShape {
-  int64_t batch, heads, kv_heads, tq, tk, dk, dv;
-  DType dtype;
-};
-
-/// What one run found.
-struct PropertyOutcome {
-  std::string property;
-  std::string impl;
-  Kind kind = Kind::reference;
-  DType dtype = DType::f64;
-  PropertyStatus status = PropertyStatus::not_run;
-  int cases = 0;        ///< cases judged
-  int discarded = 0;    ///< cases not judged (unsupported, ill-conditioned)
-  double max_budget_used = 0;  ///< largest budget used by a passing case
-  std::string message;  ///< one line, or the whole failure report
-  std::optional<std::string> fixture;
-  std::optional<CounterexampleShape> counterexample;
-  /// Names of the known bug classes (attncheck/diagnosis.h) that explain the
-  /// shrunk counterexample's output; empty when none does or nothing failed.
-  std::vector<std::string> diagnosis;
 };
 
 /// A property of the catalog.

@@ -6,15 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attncheck/properties.h"
+#include "attncheck/outcome.h"
+#include "attncheck/version.h"
 
 namespace attncheck {
 
 /// {"format": "attncheck-report-1", "attncheck", "seed", "profile", "results"}.
 nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                            uint64_t seed, const std::string& profile);
-
-/// The version string of this build.
-const char* version();
 
 }  // namespace attncheck

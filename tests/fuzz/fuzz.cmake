@@ -20,7 +20,7 @@ foreach(name ${ATTNCHECK_FUZZ_TARGETS})
   list(APPEND sources ${ATTNCHECK_FUZZ_DIR}/fuzz_${name}.cpp)
 endforeach()
 add_executable(fuzz_corpus ${ATTNCHECK_FUZZ_DIR}/corpus_main.cpp ${sources})
-target_link_libraries(fuzz_corpus PRIVATE attncheck_fuzz_common attncheck::impls)
+target_link_libraries(fuzz_corpus PRIVATE attncheck_fuzz_common attncheck::impls attncheck::broken_impls)
 attncheck_warnings(fuzz_corpus)
 
 foreach(name ${ATTNCHECK_FUZZ_TARGETS})
@@ -31,10 +31,10 @@ endforeach()
 
 if(ATTNCHECK_FUZZ)
   # Coverage feedback where the inputs are parsed: the readers
-  # (properties/core/fixture.cpp) and the command line (CLI11 and the
+  # (formats/) and the command line (CLI11 and the
   # report and expected-failures readers are compiled into commands.cpp).
   # Only there: the rest of the ctest suite would only run slower.
-  set_property(TARGET attncheck_core attncheck_cli APPEND PROPERTY
+  set_property(TARGET attncheck_formats attncheck_cli APPEND PROPERTY
     COMPILE_OPTIONS -fsanitize=fuzzer-no-link)
   foreach(name ${ATTNCHECK_FUZZ_TARGETS})
     add_executable(fuzz_${name} ${ATTNCHECK_FUZZ_DIR}/fuzz_${name}.cpp
@@ -43,7 +43,7 @@ if(ATTNCHECK_FUZZ)
       ATTNCHECK_FUZZ_TARGET_NAME="${name}")
     target_compile_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
-    target_link_libraries(fuzz_${name} PRIVATE attncheck_fuzz_common attncheck::impls)
+    target_link_libraries(fuzz_${name} PRIVATE attncheck_fuzz_common attncheck::impls attncheck::broken_impls)
     attncheck_warnings(fuzz_${name})
   endforeach()
 endif()

@@ -31,6 +31,7 @@
 #include "attncheck/error.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/registry.h"
+#include "attncheck/version.h"
 #include "bench_plot.h"
 #include "bench_run.h"
 
@@ -690,7 +691,7 @@ int run_bench() {
       if (s.subject == kGruSubject) j["gru_hidden"] = r.gru_hidden;
       results.push_back(j);
     }
-    nlohmann::json doc = {{"format", "attncheck-bench-1"}, {"attncheck", ATTNCHECK_VERSION},
+    nlohmann::json doc = {{"format", "attncheck-bench-1"}, {"attncheck", version()},
                           {"seed", opt.seed}, {"threads", opt.threads}, {"preset", opt.preset},
                           {"machine", {{"cpu", m.cpu}, {"mhz", m.mhz}, {"f32_lanes", m.lanes},
                                        {"peak_gflops_f32", m.peak_gflops}, {"peak_how", m.how}}},

@@ -1,0 +1,7 @@
+#include "attncheck/version.h"
+
+namespace attncheck {
+
+const char* version() { return ATTNCHECK_VERSION; }
+
+}  // namespace attncheck

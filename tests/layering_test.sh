@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The layering of README "Layout": each room may include the public headers
+# of the rooms it depends on and its own, never a higher room's. Fails with
+# one line per include that points upwards (or at an unmapped header).
+#   tests/layering_test.sh SOURCE_DIR
+set -euo pipefail
+src=${1:-$(dirname "$0")/..}
+cd "$src"
+
+# The room of each public header (include/attncheck/NAME.h).
+declare -A room_of=(
+  [plugin.h]=plugin_api [plugin_v1.h]=plugin_api
+  [dtype.h]=core [problem.h]=core [implementation.h]=core [registry.h]=core
+  [layer.h]=core [error.h]=core [outcome.h]=core [version.h]=core [transforms.h]=core
+  [plugin_loader.h]=host [isolation.h]=host [threads.h]=host
+  [oracle.h]=oracle
+  [fixture.h]=formats [report.h]=formats [expected_failures.h]=formats
+  [tolerance.h]=judge [compare.h]=judge [diagnosis.h]=judge
+  [properties.h]=properties [session.h]=properties [reporters.h]=properties
+  [gtest.h]=integrations
+)
+# The rooms each room may include (itself included), lowest room first.
+declare -A allowed=(
+  [plugin_api]="plugin_api"
+  [core]="plugin_api core"
+  [host]="plugin_api core host"
+  [oracle]="plugin_api core oracle"
+  [formats]="plugin_api core oracle formats"
+  [judge]="plugin_api core oracle judge"
+  [properties]="plugin_api core host oracle formats judge properties"
+  [impls]="plugin_api core host impls"
+  [bench]="plugin_api core host bench"
+  [cli]="plugin_api core host oracle formats judge properties impls bench cli"
+  [integrations]="plugin_api core host oracle formats judge properties integrations"
+)
+# The room of a source file, from its folder.
+room_of_file() {
+  case $1 in
+    include/attncheck/*) echo "${room_of[$(basename "$1")]:-unmapped}" ;;
+    core/*) echo core ;; host/*) echo host ;; oracle/*) echo oracle ;;
+    formats/*) echo formats ;; judge/*) echo judge ;; properties/*) echo properties ;;
+    impls/*) echo impls ;; bench/*) echo bench ;; cli/*) echo cli ;;
+    integrations/*) echo integrations ;; *) echo "" ;;
+  esac
+}
+
+bad=0
+while IFS= read -r file; do
+  from=$(room_of_file "$file")
+  [[ -n "$from" ]] || continue
+  while IFS= read -r inc; do
+    case $inc in
+      attncheck/*) to=${room_of[${inc#attncheck/}]:-unmapped} ;;
+      core/*|host/*|oracle/*|formats/*|judge/*|properties/*|impls/*|bench/*|cli/*|integrations/*)
+        to=$(room_of_file "$inc") ;;
+      ../*) to=$(room_of_file "$(realpath -m --relative-to=. "$(dirname "$file")/$inc")") ;;
+      *) continue ;;  # a header beside the file, in its own room
+    esac
+    if [[ " ${allowed[$from]} " != *" $to "* ]]; then
+      echo "layering: $file ($from) includes \"$inc\" ($to)"
+      bad=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
+done < <(find include core host oracle formats judge properties impls bench cli integrations \
+              -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.c' \) | sort)
+# The same order in the targets each room's CMakeLists.txt links.
+for dir in core host oracle formats judge properties impls bench cli integrations/gtest; do
+  from=$(room_of_file "$dir/")
+  for target in $(grep -o 'attncheck::[a-z_]*' "$dir/CMakeLists.txt" | sort -u); do
+    name=${target#attncheck::}
+    case $name in
+      broken_impls|all_impls) to=impls ;; gtest) to=integrations ;; *) to=$name ;;
+    esac
+    if [[ " ${allowed[$from]} " != *" $to "* ]]; then
+      echo "layering: $dir/CMakeLists.txt ($from) links $target ($to)"
+      bad=1
+    fi
+  done
+done
+if ((bad)); then exit 1; fi
+echo "layering: every include points to the file's own room or a lower one"
