@@ -1,10 +1,10 @@
 # ---- Isolation (include/attncheck/isolation.h): crashes, hangs, scribbles ----
 # Included from tests/CMakeLists.txt after the plugin section, whose
 # attncheck_test_plugin and ATTNCHECK_TEST_PLUGIN_DIR it uses.
-attncheck_test_plugin(plugin_hostile plugins/hostile.c)
+attncheck_test_plugin(plugin_hostile ${CMAKE_CURRENT_LIST_DIR}/plugins/hostile.c)
 target_link_libraries(plugin_hostile PRIVATE m)
 
-attncheck_test(test_isolation attncheck::properties attncheck::impls attncheck::broken_impls fmt::fmt)
+attncheck_test(test_isolation host/test_isolation.cpp attncheck::properties attncheck::impls attncheck::broken_impls fmt::fmt)
 target_compile_definitions(test_isolation PRIVATE
   ATTNCHECK_HOSTILE_PLUGIN="$<TARGET_FILE:plugin_hostile>")
 target_include_directories(test_isolation PRIVATE ${PROJECT_SOURCE_DIR})
@@ -12,6 +12,6 @@ add_dependencies(test_isolation plugin_hostile)
 
 # The command line with the hostile plugin beside a built-in: each hostile
 # implementation fails with a fixture, the built-in is still checked.
-add_test(NAME isolation.cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/isolation_test.sh
+add_test(NAME isolation.cli COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/isolation_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_hostile>)
 set_tests_properties(isolation.cli PROPERTIES LABELS slow)

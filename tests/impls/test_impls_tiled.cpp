@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../impls/local_kernel.h"
+#include "impls/local_kernel.h"
 #include "attncheck/layer.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"

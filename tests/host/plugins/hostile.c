@@ -11,7 +11,7 @@
  * Built as a test plugin only (tests/isolation.cmake). */
 #define _POSIX_C_SOURCE 200809L
 #define attncheck_plugin_impls example_plugin_impls
-#include "../../examples/plugin/attention.c"
+#include "../../../examples/plugin/attention.c"
 #undef attncheck_plugin_impls
 
 #include <time.h>

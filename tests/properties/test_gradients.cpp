@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "../impls/impl_common.h"
-#include "../impls/loop_kernel.h"
+#include "impls/impl_common.h"
+#include "impls/loop_kernel.h"
 #include "attncheck/compare.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"

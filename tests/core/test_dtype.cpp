@@ -1,0 +1,34 @@
+// The storage formats: rounding to nearest even.
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+
+#include "attncheck/dtype.h"
+#include "attncheck/error.h"
+
+namespace attncheck {
+namespace {
+
+TEST(DType, RoundsToNearestEven) {
+  EXPECT_EQ(round_to(DType::f32, 1.0 + 0x1p-24), 1.0);  // tie: to even
+  EXPECT_EQ(round_to(DType::f32, 1.0 + 0x1.8p-24), 1.0 + 0x1p-23);
+  EXPECT_EQ(round_to(DType::bf16, 1.0 + 0x1p-8), 1.0);
+  EXPECT_EQ(round_to(DType::bf16, 1.0 + 0x1.8p-8), 1.0 + 0x1p-7);
+  EXPECT_EQ(round_to(DType::f16, 65504.0), 65504.0);
+  EXPECT_TRUE(std::isinf(round_to(DType::f16, 65536.0)));
+  EXPECT_EQ(round_to(DType::f16, 0x1p-25), 0.0);  // half the smallest subnormal: tie to 0
+  EXPECT_EQ(round_to(DType::f16, 0x1.8p-25), 0x1p-24);
+  EXPECT_EQ(round_to(DType::f32, 0.1), static_cast<double>(0.1f));
+  EXPECT_TRUE(representable(DType::f32, 0.5));
+  EXPECT_FALSE(representable(DType::f32, 0.1));
+  EXPECT_EQ(unit_roundoff(DType::f64), DBL_EPSILON / 2);
+  EXPECT_EQ(unit_roundoff(DType::f32), FLT_EPSILON / 2);
+  EXPECT_EQ(max_finite(DType::bf16), 0x1.fep127);
+  EXPECT_EQ(parse_dtype("bf16"), DType::bf16);
+  EXPECT_THROW(parse_dtype("f8"), InputError);
+}
+
+}  // namespace
+}  // namespace attncheck
