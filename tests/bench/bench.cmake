@@ -1,4 +1,4 @@
-# attncheck bench (cli/bench*.cpp): the smoke preset through the command
+# attncheck bench (bench/): the smoke preset through the command
 # line, its JSON report and SVG checked by test_bench_report, and exit 2 on
 # bad input. Fast: a few seconds; nothing is timed.
 add_executable(test_bench_report ${CMAKE_CURRENT_LIST_DIR}/test_bench_report.cpp)
