@@ -7,3 +7,6 @@ attncheck_warnings(test_bench_report)
 add_test(NAME bench.smoke COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:test_bench_report>)
 set_tests_properties(bench.smoke PROPERTIES LABELS fast TIMEOUT 120)
+
+# The readings and growth fitting on made-up points: no child process.
+attncheck_test(test_reading bench/test_reading.cpp attncheck::bench)
