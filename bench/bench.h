@@ -1,16 +1,24 @@
 #pragma once
-// attncheck bench (the bench issue): controlled cost comparisons.
+// attncheck bench (the bench issue): controlled cost comparisons
+// (exercises 6, 8, 9 and 10). The parent plans the points of each
+// comparison (plan.h, presets.h), runs every point in a child process of
+// its own (spawn.h; measure.h there), prints the tables grouped by length
+// (table.h) and each comparison's reading (reading.h), and writes the JSON
+// report (report.h) and the SVG figure (plot.h).
 
 #include <CLI/CLI.hpp>
 
-namespace attncheck::cli {
+#include "options.h"
 
-/// Adds the "bench" subcommand and its options to `app`; the parsed options
-/// are kept in bench.cpp for bench_command.
-CLI::App* add_bench_command(CLI::App& app);
+namespace attncheck::bench {
 
-/// Runs the bench subcommand with the options parsed into add_bench_command's
-/// subcommand; returns the exit code.
-int bench_command();
+/// Adds the "bench" subcommand to `app`, its options bound to `opt`, which
+/// must outlive the parse and bench_command.
+CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt);
 
-}  // namespace attncheck::cli
+/// Runs the bench subcommand with the options parsed into `opt` (in a
+/// child, the one point it was started for); returns the exit code. Throws
+/// InputError for bad options.
+int bench_command(const BenchOptions& opt);
+
+}  // namespace attncheck::bench

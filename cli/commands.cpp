@@ -411,7 +411,8 @@ int run_cli(int argc, char** argv) {
   merge->add_option("OUT", merge_out, "merged report")->required();
   merge->add_option("IN", merge_in, "reports to join")->required();
 
-  CLI::App* bench = add_bench_command(app);
+  bench::BenchOptions bench_opt;
+  CLI::App* bench_cmd = bench::add_bench_command(app, bench_opt);
 
   std::string oracle_path;
   CLI::App* oracle_cmd = app.add_subcommand("oracle", "exact results of a problem or fixture as JSON");
@@ -435,7 +436,7 @@ int run_cli(int argc, char** argv) {
                             replay_timeout_ms);
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
-    if (app.got_subcommand(bench)) return bench_command();
+    if (app.got_subcommand(bench_cmd)) return bench::bench_command(bench_opt);
     return check_command(opt);
   } catch (const InputError& e) {
     std::cerr << "attncheck: " << e.what() << "\n";

@@ -1,82 +1,8 @@
 #include "mha_kernel.h"
 
-#include <string>
-#include <vector>
-
-#include "impl_common.h"
 #include "loop_kernel.h"
 
 namespace attncheck::impls {
-namespace {
-
-LayerResult layer_error(std::string message) {
-  LayerResult r;
-  r.status = Status::error;
-  r.error = std::move(message);
-  return r;
-}
-
-// X W for X of `rows` rows of width d and W d x d, in T.
-template <typename T>
-std::vector<T> project(const std::vector<double>& x, const std::vector<double>& w, int64_t rows,
-                       int64_t d) {
-  std::vector<T> y(static_cast<size_t>(rows * d));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c) {
-      T acc = 0;
-      for (int64_t e = 0; e < d; ++e) {
-        acc += static_cast<T>(x[static_cast<size_t>(r * d + e)]) *
-               static_cast<T>(w[static_cast<size_t>(e * d + c)]);
-      }
-      y[static_cast<size_t>(r * d + c)] = acc;
-    }
-  return y;
-}
-
-// The layer in T, for a call already checked for consistent shapes.
-template <typename T>
-LayerResult run_layer(const LayerWeights& w, const LayerInput& x, const HeadIndex& split) {
-  const int64_t d = w.d_model, heads = x.heads, dk = d / heads;
-  const std::vector<T> q = project<T>(x.x_q, w.w_q, x.batch * x.tq, d);
-  const std::vector<T> k = project<T>(x.x_kv, w.w_k, x.batch * x.tk, d);
-  const std::vector<T> v = project<T>(x.x_kv, w.w_v, x.batch * x.tk, d);
-
-  Problem core = Problem::zeros(x.dtype, x.batch, heads, heads, x.tq, x.tk, dk, dk);
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t c = 0; c < dk; ++c) {
-        for (int64_t t = 0; t < x.tq; ++t)
-          core.q.at(b, h, t, c) = q[split(b, h, t, c, x.tq, heads, dk)];
-        for (int64_t t = 0; t < x.tk; ++t) {
-          core.k.at(b, h, t, c) = k[split(b, h, t, c, x.tk, heads, dk)];
-          core.v.at(b, h, t, c) = v[split(b, h, t, c, x.tk, heads, dk)];
-        }
-      }
-  core.key_valid = x.key_valid;
-  core.causal = x.causal;
-  core.align = x.align;
-  const ForwardResult o = loop_forward<T>(core, EmptyRowPolicy::error);
-  if (o.status != Status::ok) return layer_error(o.error);
-
-  // The heads merged back into B x Tq x d_model, then the output projection.
-  std::vector<double> merged(static_cast<size_t>(x.batch * x.tq * d));
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t t = 0; t < x.tq; ++t)
-        for (int64_t c = 0; c < dk; ++c)
-          merged[split(b, h, t, c, x.tq, heads, dk)] = o.out[out_index(core, b, h, t, c)];
-  const std::vector<T> y = project<T>(merged, w.w_o, x.batch * x.tq, d);
-  LayerResult r;
-  r.y.assign(y.begin(), y.end());
-  return r;
-}
-
-}  // namespace
-
-size_t split_heads(int64_t b, int64_t h, int64_t t, int64_t c, int64_t tokens, int64_t heads,
-                   int64_t dk) {
-  return static_cast<size_t>(((b * tokens + t) * heads + h) * dk + c);
-}
 
 ForwardResult MhaLayer::forward(const Problem& p) const {
   return p.dtype == DType::f64 ? loop_forward<double>(p, EmptyRowPolicy::error)
@@ -89,26 +15,12 @@ int64_t MhaLayer::parameter_count(int64_t d_model, int64_t heads) const {
 }
 
 LayerResult MhaLayer::run(const LayerWeights& w, const LayerInput& x) const {
-  if ((x.dtype != DType::f32 && x.dtype != DType::f64) || !info_.supports(x.dtype)) {
+  if (!info_.supports(x.dtype)) {
     LayerResult r;
     r.status = Status::unsupported;
     return r;
   }
-  const int64_t d = w.d_model;
-  const auto dd = static_cast<size_t>(d * d);
-  if (d <= 0 || x.heads <= 0 || d % x.heads != 0) {
-    return layer_error("d_model " + std::to_string(d) + " is not a positive multiple of heads " +
-                       std::to_string(x.heads));
-  }
-  if (w.w_q.size() != dd || w.w_k.size() != dd || w.w_v.size() != dd || w.w_o.size() != dd) {
-    return layer_error("every projection must have d_model^2 = " + std::to_string(dd) +
-                       " elements");
-  }
-  if (x.x_q.size() != static_cast<size_t>(x.batch * x.tq * d) ||
-      x.x_kv.size() != static_cast<size_t>(x.batch * x.tk * d)) {
-    return layer_error("x_q must be batch x tq x d_model and x_kv batch x tk x d_model");
-  }
-  return x.dtype == DType::f64 ? run_layer<double>(w, x, split_) : run_layer<float>(w, x, split_);
+  return run_multi_head(w, x, [this](Problem& heads) { return forward(heads); }, split_);
 }
 
 }  // namespace attncheck::impls

@@ -1,4 +1,4 @@
-// Checks what `attncheck bench --preset smoke` wrote (tests/bench_test.sh):
+// Checks what `attncheck bench --preset smoke` wrote (tests/bench/bench_test.sh):
 // the JSON report has the fields for every point, every point ran,
 // the instrumented implementations counted their score elements (the local
 // kernel only its band), the GRU has the attention layer's parameter count

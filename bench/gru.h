@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 
 /// A GRU layer (PyTorch's gate layout r, z, n and two bias vectors):
 ///   r = sigmoid(x W_ir + b_ir + h W_hr + b_hr)
@@ -39,4 +39,4 @@ std::vector<float> gru_forward(const GruLayer& g, const std::vector<float>& x, i
 /// Floating-point operations of gru_forward (the products; gates not counted).
 double gru_flops(int64_t d_in, int64_t hidden, int64_t batch, int64_t seq);
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 
 /// One line: (sequence length, value) points in increasing length.
 struct PlotSeries {
@@ -26,4 +26,4 @@ struct PlotRow {
 /// values <= 0 are left out (a peak below the page size reads as 0).
 std::string render_svg(const std::vector<PlotRow>& rows);
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

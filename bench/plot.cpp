@@ -1,4 +1,4 @@
-#include "bench_plot.h"
+#include "plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 namespace {
 
 constexpr double kChartW = 420, kChartH = 260, kLeft = 70, kTop = 40, kGap = 110;
@@ -126,4 +126,4 @@ std::string render_svg(const std::vector<PlotRow>& rows) {
   return svg + "</svg>\n";
 }
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

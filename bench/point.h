@@ -1,9 +1,8 @@
 #pragma once
-// One measurement of attncheck bench: a subject (an implementation, an
-// attention layer around one, or the GRU) on one generated problem, timed
-// over repeats after warm-up runs, with its peak resident memory. Runs in a
-// child process of its own (bench.cpp starts it), so neither another
-// subject's allocations nor a library's threads touch the figures.
+// One point of attncheck bench: a subject (an implementation, an attention
+// layer around one, or the GRU) on one generated problem, what the child
+// process measuring it reports, and their JSON (the parent and the child
+// exchange both as files).
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +13,7 @@
 
 #include "attncheck/dtype.h"
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 
 /// The subject name of the bench's GRU layer (exercise 8's comparison; not
 /// an attention implementation, so never in the registry).
@@ -56,28 +55,28 @@ struct PointResult {
   int64_t gru_hidden = 0;                 ///< the GRU's hidden size
 };
 
+/// A planned point with its outcome, and the comparison it belongs to.
+struct Point {
+  PointSpec spec;
+  PointResult result;
+  std::string sweep;
+};
+
+/// The spec as the child reads it (spec_from_json inverts it).
 nlohmann::json to_json(const PointSpec& s);
+/// Throws nlohmann::json's exceptions for a missing or mistyped field.
 PointSpec spec_from_json(const nlohmann::json& j);
+/// The result as the parent reads it (result_from_json inverts it).
 nlohmann::json to_json(const PointResult& r);
+/// Throws nlohmann::json's exceptions for a missing or mistyped field.
 PointResult result_from_json(const nlohmann::json& j);
 
 /// The key/query pairs a problem of `s` allows (B * H * the band of the
 /// causal mask and window): the score elements an ideal kernel forms.
 int64_t allowed_pairs(const PointSpec& s);
 
-/// Measures `s` in this process: generates the inputs from s.seed, runs
-/// s.warmup untimed calls, releases freed heap pages (malloc_trim), reads
-/// the resident size, resets the peak (VmHWM, by writing 5 to
-/// /proc/self/clear_refs), runs s.repeats timed calls, and reports
-/// peak - before. Never throws for the subject's own failures (they become
-/// the status); throws InputError for an unknown subject.
-PointResult measure_point(const PointSpec& s);
+/// The band of a sequence length exercise 8 asks results to be grouped
+/// by: "short" up to 256, "medium" up to 1024, "long" beyond.
+std::string length_group(int64_t seq);
 
-/// The child's entry: reads the spec from `spec_path`, applies the thread
-/// count (impl_threads, Eigen, OpenBLAS), makes malloc serve large blocks
-/// from the heap (freed buffers reused by the next call: the steady state
-/// of a long-running caller, with no per-call page faults), measures and
-/// writes the result as JSON to `result_path`. Returns the exit code.
-int run_child(const std::string& spec_path, const std::string& result_path);
-
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

@@ -1,4 +1,4 @@
-#include "bench_run.h"
+#include "measure.h"
 
 #include <dlfcn.h>
 #include <malloc.h>
@@ -23,9 +23,9 @@
 #include "attncheck/problem.h"
 #include "attncheck/registry.h"
 #include "attncheck/threads.h"
-#include "bench_gru.h"
+#include "gru.h"
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 namespace {
 
 // Inputs are multiples of 1/128 in [-1, 1]: exactly representable in every
@@ -120,66 +120,6 @@ LayerWeights make_weights(int64_t d, Values& values) {
   return w;
 }
 
-// The bench's attention layer around a core that is not a Layer itself: the
-// projections as Eigen products in T, the core through forward() on the
-// projected heads, the output projection.
-template <typename T>
-class WrappedLayer {
- public:
-  using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-  WrappedLayer(const PointSpec& s, const LayerWeights& w, const std::vector<double>& x)
-      : s_(s), d_(w.d_model) {
-    const auto to = [&](const std::vector<double>& v, int64_t rows) {
-      RowMatrix m(rows, d_);
-      for (int64_t k = 0; k < rows * d_; ++k) m.data()[k] = static_cast<T>(v[static_cast<size_t>(k)]);
-      return m;
-    };
-    wq_ = to(w.w_q, d_);
-    wk_ = to(w.w_k, d_);
-    wv_ = to(w.w_v, d_);
-    wo_ = to(w.w_o, d_);
-    x_ = to(x, s.batch * s.seq);
-  }
-
-  Status run(const Implementation& core, std::string& message) const {
-    const RowMatrix q = x_ * wq_, k = x_ * wk_, v = x_ * wv_;
-    Problem p = Problem::zeros(s_.dtype, s_.batch, s_.heads, s_.heads, s_.seq, s_.seq, s_.dk, s_.dk);
-    p.causal = s_.causal;
-    p.window_left = s_.window_left;
-    p.window_right = s_.window_right;
-    for (int64_t b = 0; b < s_.batch; ++b)
-      for (int64_t t = 0; t < s_.seq; ++t)
-        for (int64_t h = 0; h < s_.heads; ++h)
-          for (int64_t c = 0; c < s_.dk; ++c) {
-            const int64_t row = b * s_.seq + t, col = h * s_.dk + c;
-            p.q.at(b, h, t, c) = static_cast<double>(q(row, col));
-            p.k.at(b, h, t, c) = static_cast<double>(k(row, col));
-            p.v.at(b, h, t, c) = static_cast<double>(v(row, col));
-          }
-    const ForwardResult o = core.forward(p);
-    if (o.status != Status::ok) {
-      message = o.error;
-      return o.status;
-    }
-    RowMatrix merged(s_.batch * s_.seq, d_);
-    for (int64_t b = 0; b < s_.batch; ++b)
-      for (int64_t h = 0; h < s_.heads; ++h)
-        for (int64_t t = 0; t < s_.seq; ++t)
-          for (int64_t c = 0; c < s_.dk; ++c)
-            merged(b * s_.seq + t, h * s_.dk + c) = static_cast<T>(o.out[out_index(p, b, h, t, c)]);
-    const RowMatrix y = merged * wo_;
-    sink_ = y(0, 0);
-    return Status::ok;
-  }
-
- private:
-  const PointSpec& s_;
-  int64_t d_;
-  RowMatrix wq_, wk_, wv_, wo_, x_;
-  mutable T sink_ = 0;  // keeps the output projection from being optimised away
-};
-
 // Builds the call for `s`; inputs are made here, outside the timed region.
 struct Subject {
   Call call;
@@ -229,41 +169,37 @@ Subject make_subject(const PointSpec& s, const std::vector<std::shared_ptr<const
   }
   Values values(s.seed);
   auto w = std::make_shared<LayerWeights>(make_weights(d, values));
-  std::vector<double> x(static_cast<size_t>(s.batch * s.seq * d));
-  for (double& v : x) v = values.next();
+  auto in = std::make_shared<LayerInput>();
+  in->dtype = s.dtype;
+  in->batch = s.batch;
+  in->tq = in->tk = s.seq;
+  in->heads = s.heads;
+  in->x_q.resize(static_cast<size_t>(s.batch * s.seq * d));
+  for (double& v : in->x_q) v = values.next();
+  in->x_kv = in->x_q;
+  in->causal = s.causal;
   out.flops = attention_flops + projection_flops;
-  if (const auto* layer = dynamic_cast<const Layer*>(impl.get())) {
-    auto in = std::make_shared<LayerInput>();
-    in->dtype = s.dtype;
-    in->batch = s.batch;
-    in->tq = in->tk = s.seq;
-    in->heads = s.heads;
-    in->x_q = x;
-    in->x_kv = std::move(x);
-    in->causal = s.causal;
-    out.parameters = layer->parameter_count(d, s.heads);
-    out.call = [impl, layer, w, in](std::string& message, std::optional<int64_t>& counted) {
-      const LayerResult r = layer->run(*w, *in);
-      message = r.error;
-      counted = impl->score_elements_computed();
-      return status_name(r.status);
-    };
-    out.keep = in;
-    return out;
+  // A registered layer runs its own Layer::run; any other implementation
+  // becomes the core of the standard multi-head step, built once here.
+  std::shared_ptr<const Layer> layer;
+  if (const auto* own = dynamic_cast<const Layer*>(impl.get())) {
+    layer = std::shared_ptr<const Layer>(impl, own);
+  } else {
+    layer = std::make_shared<MultiHeadLayer>([impl, s](Problem& heads) {
+      // LayerInput has no window; the core's problem carries the point's.
+      heads.window_left = s.window_left;
+      heads.window_right = s.window_right;
+      return impl->forward(heads);
+    });
   }
-  out.parameters = 4 * d * d;
-  const auto wrap = [&](auto tag) {
-    using T = decltype(tag);
-    auto layer = std::make_shared<WrappedLayer<T>>(s, *w, x);
-    out.call = [impl, layer](std::string& message, std::optional<int64_t>& counted) {
-      const Status st = layer->run(*impl, message);
-      counted = impl->score_elements_computed();
-      return status_name(st);
-    };
-    out.keep = layer;
+  out.parameters = layer->parameter_count(d, s.heads);
+  out.call = [impl, layer, w, in](std::string& message, std::optional<int64_t>& counted) {
+    const LayerResult r = layer->run(*w, *in);
+    message = r.error;
+    counted = impl->score_elements_computed();
+    return status_name(r.status);
   };
-  if (s.dtype == DType::f32) wrap(float{});
-  else wrap(double{});
+  out.keep = in;
   return out;
 }
 
@@ -279,80 +215,6 @@ void apply_threads(int n) {
 }
 
 }  // namespace
-
-nlohmann::json to_json(const PointSpec& s) {
-  return {{"subject", s.subject}, {"label", s.label},     {"layer", s.layer},
-          {"plugins", s.plugins}, {"dtype", std::string(dtype_name(s.dtype))},
-          {"seq", s.seq},         {"batch", s.batch},     {"heads", s.heads},
-          {"dk", s.dk},           {"causal", s.causal},   {"window", {s.window_left, s.window_right}},
-          {"repeats", s.repeats}, {"warmup", s.warmup},   {"threads", s.threads},
-          {"seed", s.seed}};
-}
-
-PointSpec spec_from_json(const nlohmann::json& j) {
-  PointSpec s;
-  s.subject = j.at("subject").get<std::string>();
-  s.label = j.at("label").get<std::string>();
-  s.layer = j.at("layer").get<bool>();
-  s.plugins = j.at("plugins").get<std::vector<std::string>>();
-  s.dtype = parse_dtype(j.at("dtype").get<std::string>());
-  s.seq = j.at("seq").get<int64_t>();
-  s.batch = j.at("batch").get<int64_t>();
-  s.heads = j.at("heads").get<int64_t>();
-  s.dk = j.at("dk").get<int64_t>();
-  s.causal = j.at("causal").get<bool>();
-  s.window_left = j.at("window").at(0).get<int64_t>();
-  s.window_right = j.at("window").at(1).get<int64_t>();
-  s.repeats = j.at("repeats").get<int>();
-  s.warmup = j.at("warmup").get<int>();
-  s.threads = j.at("threads").get<int>();
-  s.seed = j.at("seed").get<uint64_t>();
-  return s;
-}
-
-nlohmann::json to_json(const PointResult& r) {
-  nlohmann::json j = {{"status", r.status},   {"message", r.message}, {"times_s", r.times_s},
-                      {"median_s", r.median_s}, {"min_s", r.min_s},   {"max_s", r.max_s},
-                      {"cpu_s", r.cpu_s},       {"median_cpu_s", r.median_cpu_s},
-                      {"peak_method", r.peak_method}, {"flops", r.flops},
-                      {"gru_hidden", r.gru_hidden}};
-  j["peak_bytes"] = r.peak_bytes ? nlohmann::json(*r.peak_bytes) : nlohmann::json(nullptr);
-  j["score_elements"] =
-      r.score_elements ? nlohmann::json(*r.score_elements) : nlohmann::json(nullptr);
-  j["parameters"] = r.parameters ? nlohmann::json(*r.parameters) : nlohmann::json(nullptr);
-  return j;
-}
-
-PointResult result_from_json(const nlohmann::json& j) {
-  PointResult r;
-  r.status = j.at("status").get<std::string>();
-  r.message = j.at("message").get<std::string>();
-  r.times_s = j.at("times_s").get<std::vector<double>>();
-  r.median_s = j.at("median_s").get<double>();
-  r.min_s = j.at("min_s").get<double>();
-  r.max_s = j.at("max_s").get<double>();
-  r.cpu_s = j.at("cpu_s").get<std::vector<double>>();
-  r.median_cpu_s = j.at("median_cpu_s").get<double>();
-  r.peak_method = j.at("peak_method").get<std::string>();
-  r.flops = j.at("flops").get<double>();
-  r.gru_hidden = j.at("gru_hidden").get<int64_t>();
-  if (!j.at("peak_bytes").is_null()) r.peak_bytes = j.at("peak_bytes").get<int64_t>();
-  if (!j.at("score_elements").is_null()) r.score_elements = j.at("score_elements").get<int64_t>();
-  if (!j.at("parameters").is_null()) r.parameters = j.at("parameters").get<int64_t>();
-  return r;
-}
-
-int64_t allowed_pairs(const PointSpec& s) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < s.seq; ++i) {
-    int64_t first = 0, last = s.seq - 1;
-    if (s.window_left >= 0) first = std::max<int64_t>(0, i - s.window_left);
-    if (s.window_right >= 0) last = std::min(last, i + s.window_right);
-    if (s.causal) last = std::min(last, i);
-    n += std::max<int64_t>(0, last - first + 1);
-  }
-  return n * s.batch * s.heads;
-}
 
 PointResult measure_point(const PointSpec& s) {
   const auto plugins = load_plugins(s.plugins);
@@ -426,4 +288,4 @@ int run_child(const std::string& spec_path, const std::string& result_path) {
   return out ? 0 : 2;
 }
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

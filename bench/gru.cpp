@@ -1,11 +1,11 @@
-#include "bench_gru.h"
+#include "gru.h"
 
 #include <Eigen/Dense>
 #include <cmath>
 #include <cstdlib>
 #include <random>
 
-namespace attncheck::cli {
+namespace attncheck::bench {
 namespace {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -83,4 +83,4 @@ double gru_flops(int64_t d_in, int64_t hidden, int64_t batch, int64_t seq) {
          static_cast<double>(d_in + hidden);
 }
 
-}  // namespace attncheck::cli
+}  // namespace attncheck::bench

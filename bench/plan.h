@@ -1,0 +1,35 @@
+#pragma once
+// The plan of attncheck bench: the options turned into sweeps (a preset
+// with the options it takes, or one custom comparison), every point's spec,
+// and the points a series cannot run.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "options.h"
+#include "point.h"
+#include "presets.h"
+
+namespace attncheck::bench {
+
+/// The implementations plugins added, searched before the registry.
+using Plugins = std::vector<std::shared_ptr<const Implementation>>;
+
+/// The sweeps `opt` asks for: the preset's, with --seq, --batch and
+/// --causal applied when given, or one custom sweep of --impl (or every
+/// plugin implementation) and --gru. Checks the numeric options and every
+/// subject name before anything runs; throws InputError naming the option.
+std::vector<Sweep> plan_sweeps(const BenchOptions& opt, const Plugins& plugins);
+
+/// The spec of series `s` of `sw` at length `seq`, with the run settings
+/// (repeats, warm-up, threads, seed, plugins) of `opt`.
+PointSpec point_spec(const Sweep& sw, const Series& s, int64_t seq, const BenchOptions& opt);
+
+/// The reason `s` cannot run, checked in the parent so the harness's rule
+/// (only problems inside an implementation's declaration) holds; empty
+/// when it can. Throws InputError for an unknown implementation.
+std::string refusal(const PointSpec& s, const Plugins& plugins);
+
+}  // namespace attncheck::bench
