@@ -14,9 +14,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "attncheck/cancel.h"
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
 #include "attncheck/isolation.h"
+#include "attncheck/modules.h"
 #include "attncheck/oracle.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
@@ -36,7 +38,10 @@ const std::string kExpectedFailuresPath = "fixtures/expected-failures.json";
 
 std::atomic<bool> interrupted{false};
 
-void on_interrupt(int) { interrupted = true; }
+void on_interrupt(int) {
+  interrupted = true;
+  request_cancel();  // a waiting isolated call gives up within moments
+}
 
 struct CheckOptions {
   std::vector<std::string> impls, plugins, properties;
@@ -47,7 +52,7 @@ struct CheckOptions {
   int64_t timeout_ms = kDefaultCallTimeoutMs;
 };
 
-// Every implementation the command will call, behind a child process
+// Every implementation the command will call, behind a worker process
 // unless --no-isolation (attncheck/isolation.h).
 std::shared_ptr<const Implementation> maybe_isolate(std::shared_ptr<const Implementation> impl,
                                                     bool no_isolation, int64_t timeout_ms) {
@@ -94,9 +99,18 @@ std::shared_ptr<const Implementation> find_any(const ImplList& plugins, const st
   return find_impl(name);
 }
 
+// The plugins at `paths`, loaded in workers unless --no-isolation.
+ImplList load_plugins_for(const std::vector<std::string>& paths, bool no_isolation,
+                          int64_t timeout_ms) {
+  if (no_isolation) return load_plugins(paths);
+  return load_plugins_isolated(paths, IsolationOptions{timeout_ms});
+}
+
 int list_command(const std::vector<std::string>& plugin_paths) {
   ImplList impls = registered_impls();
-  for (auto& impl : load_plugins(plugin_paths)) impls.push_back(std::move(impl));
+  for (auto& impl : load_plugins_for(plugin_paths, false, kDefaultCallTimeoutMs)) {
+    impls.push_back(std::move(impl));
+  }
   fmt::print("implementations:\n");
   for (const auto& impl : impls) {
     const ImplInfo& i = impl->info();
@@ -125,7 +139,7 @@ void print_outcome(const PropertyOutcome& o) {
 int replay_command(const std::string& path, const std::string& impl_name,
                    const std::vector<std::string>& plugin_paths, bool no_isolation,
                    int64_t timeout_ms) {
-  const ImplList plugins = load_plugins(plugin_paths);
+  const ImplList plugins = load_plugins_for(plugin_paths, no_isolation, timeout_ms);
   const Fixture f = load_fixture(path);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
@@ -237,7 +251,7 @@ ExpectedFailures load_expected_failures(const std::string& path) {
 
 int check_command(const CheckOptions& opt) {
   // Loaded first: a bad plugin is exit 2 before anything runs.
-  const ImplList plugins = load_plugins(opt.plugins);
+  const ImplList plugins = load_plugins_for(opt.plugins, opt.no_isolation, opt.timeout_ms);
   const Shard shard = parse_shard(opt.shard);
   const ExpectedFailures expected_failures = load_expected_failures(kExpectedFailuresPath);
   if (opt.profile != "ci" && opt.profile != "thorough") {
@@ -296,6 +310,7 @@ int check_command(const CheckOptions& opt) {
              shard.count > 1 ? fmt::format(", shard {}/{}", shard.index + 1, shard.count) : "");
   std::vector<PropertyOutcome> outcomes;
   std::map<std::string, double> max_budget;
+  std::map<std::string, PropertyOutcome> hangs;  // impl -> the property that hung
   int item = -1;  // position in the full work list, for sharding
   for (const auto& impl : impls) {
     std::vector<DType> dtypes;
@@ -313,8 +328,28 @@ int check_command(const CheckOptions& opt) {
           o.dtype = d;
           o.status = PropertyStatus::not_run;
           o.message = "interrupted";
+        } else if (const auto h = hangs.find(impl->info().name); h != hangs.end()) {
+          // Hung on the smallest problem of an earlier property: not
+          // called again, each remaining property fails with that case.
+          o = h->second;
+          o.property = prop->name;
+          o.dtype = d;
+          o.message = fmt::format("not called: the implementation hangs on the smallest problem "
+                                  "of {} (see its fixture)",
+                                  h->second.property);
         } else {
+          const auto* isolated = dynamic_cast<const IsolatedImplementation*>(impl.get());
+          if (isolated) isolated->begin_property();
           o = run_property(*prop, *impl, d, config);
+          if (cancel_requested()) {
+            o.status = PropertyStatus::not_run;
+            o.message = "interrupted";
+            o.fixture.reset();
+            o.counterexample.reset();
+            o.diagnosis.clear();
+          } else if (isolated && o.status == PropertyStatus::failed && isolated->hung()) {
+            hangs.emplace(o.impl, o);
+          }
         }
         if (expected_failures.count({o.impl, o.property})) {
           if (o.status == PropertyStatus::failed) o.status = PropertyStatus::xfail;
@@ -355,6 +390,11 @@ int check_command(const CheckOptions& opt) {
 namespace attncheck::cli {
 
 int run_cli(int argc, char** argv) {
+  // The LibTorch adapters (attncheck_torch.so) and any other built-in
+  // module; one that cannot be loaded is said, and the rest goes on.
+  for (const std::string& problem : load_builtin_modules()) {
+    std::cerr << "attncheck: warning: " << problem << "\n";
+  }
   CLI::App app{"attncheck: property-based verification of attention implementations"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version()));

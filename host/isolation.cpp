@@ -1,35 +1,45 @@
-// Implementations behind a child process (attncheck/isolation.h).
+// Implementations behind a worker process (attncheck/isolation.h).
 //
-// One child per isolated implementation, forked when first needed and
+// One worker per isolated implementation, spawned when first needed and
 // again after it died. The two ends talk over a socketpair in frames (a
 // uint64 length, then the payload) of a small binary encoding: both ends
 // are the same binary, so doubles travel bit for bit, NaN payloads and
-// strides included.
+// strides included. Every reply starts with the process id of its sender.
 
 #include "attncheck/isolation.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "attncheck/cancel.h"
+#include "attncheck/error.h"
 #include "attncheck/layer.h"
+#include "attncheck/modules.h"
 #include "attncheck/plugin_loader.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 namespace {
@@ -187,6 +197,34 @@ std::pair<LayerWeights, LayerInput> get_layer_call(Reader& r) {
   return {std::move(lw), std::move(x)};
 }
 
+void put_info(Writer& w, const ImplInfo& i) {
+  w.put_str(i.name);
+  w.put(i.kind);
+  w.put(i.dtypes);
+  w.put(i.features);
+  w.put(i.empty_rows);
+  w.put(i.precision);
+  w.put(i.limits);
+  w.put_str(i.description);
+  w.put_str(i.caught_by);
+  w.put_str(i.origin);
+}
+
+ImplInfo get_info(Reader& r) {
+  ImplInfo i;
+  i.name = r.get_str();
+  i.kind = r.get<Kind>();
+  i.dtypes = r.get<uint32_t>();
+  i.features = r.get<Features>();
+  i.empty_rows = r.get<EmptyRowPolicy>();
+  i.precision = r.get<PrecisionTraits>();
+  i.limits = r.get<Limits>();
+  i.description = r.get_str();
+  i.caught_by = r.get_str();
+  i.origin = r.get_str();
+  return i;
+}
+
 enum Op : uint8_t { kForward = 1, kBackward = 2, kLayerRun = 3 };
 enum Reply : uint8_t {
   kForwardResult = 0,
@@ -194,7 +232,22 @@ enum Reply : uint8_t {
   kContractError = 2,
   kThrew = 3,
   kLayerResult = 4,
+  kForked = 5,      // the implementation forked during the call
+  kDescribed = 6,   // a plugin's descriptors (describe mode)
+  kInputError = 7,  // the plugin could not be loaded (describe mode)
 };
+
+// argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode,
+// argv[4] the implementation's name, argv[5] the plugin's path.
+constexpr const char* kWorkerFlag = "--attncheck-worker";
+// The worker's end of the socketpair.
+constexpr int kWorkerFd = 3;
+// The largest request a worker accepts: a garbage length ends it, never
+// becomes an allocation.
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
+
+std::atomic<bool> worker_entry{false};
+std::atomic<int> workers_alive{0};
 
 // Writes the whole frame; false when the peer is gone. MSG_NOSIGNAL: a
 // dead peer is an error return, not a SIGPIPE.
@@ -225,68 +278,150 @@ bool read_exact(int fd, char* dst, size_t n) {
   return true;
 }
 
-// The child's side: answers requests until the parent closes its end.
+// ---- The worker's side ----
+
+// Set in the worker by pthread_atfork when the implementation forks: in the
+// worker itself (prepare) and in the copy (child).
+std::atomic<bool> forked{false};
+pid_t worker_pid = 0;
+
+void on_fork_prepare() { forked = true; }
+
+// A reply, prefixed with the sender's process id. A copy made by a fork in
+// the implementation never speaks: it leaves at once.
+void reply(int fd, const Writer& w) {
+  if (::getpid() != worker_pid) _exit(0);
+  Writer framed;
+  framed.put<int32_t>(worker_pid);
+  std::string payload = framed.bytes() + w.bytes();
+  if (!send_frame(fd, payload)) _exit(0);
+}
+
+Writer error_reply(Reply kind, const std::string& what) {
+  Writer w;
+  w.put<uint8_t>(kind);
+  w.put_str(what);
+  return w;
+}
+
+// Answers one request of the harness.
+Writer answer(const Implementation& impl, const std::string& request) {
+  Reader r(request);
+  const auto op = r.get<uint8_t>();
+  Writer ok;
+  if (op == kLayerRun) {
+    const auto* layer = dynamic_cast<const Layer*>(&impl);
+    if (!layer) throw std::runtime_error("the implementation does not implement attncheck::Layer");
+    const auto [lw, x] = get_layer_call(r);
+    const LayerResult y = layer->run(lw, x);
+    ok.put<uint8_t>(kLayerResult);
+    ok.put(y.status);
+    ok.put_str(y.error);
+    ok.put_vec(y.y);
+    return ok;
+  }
+  const Problem p = get_problem(r);
+  if (op == kForward) {
+    const ForwardResult f = impl.forward(p);
+    ok.put<uint8_t>(kForwardResult);
+    ok.put(f.status);
+    ok.put_str(f.error);
+    ok.put_vec(f.out);
+    ok.put_vec(f.weights);
+    ok.put_vec(f.lse);
+    ok.put<int64_t>(impl.score_elements_computed().value_or(-1));
+    return ok;
+  }
+  const BackwardResult b = impl.backward(p);
+  ok.put<uint8_t>(kBackwardResult);
+  ok.put(b.status);
+  ok.put_str(b.error);
+  ok.put_vec(b.dq);
+  ok.put_vec(b.dk);
+  ok.put_vec(b.dv);
+  return ok;
+}
+
+// Answers requests until the harness closes its end. Every exit is _exit:
+// nothing of the program around the worker runs in it, nor in a copy.
 [[noreturn]] void serve(int fd, const Implementation& impl) {
   for (;;) {
     uint64_t n = 0;
     if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) _exit(0);
+    if (n > kMaxFrameBytes) _exit(4);
     std::string request(n, '\0');
     if (!read_exact(fd, request.data(), n)) _exit(0);
+    forked = false;
     Writer w;
     try {
-      Reader r(request);
-      const auto op = r.get<uint8_t>();
-      if (op == kLayerRun) {
-        const auto* layer = dynamic_cast<const Layer*>(&impl);
-        if (!layer) throw std::runtime_error("the implementation does not implement attncheck::Layer");
-        const auto [lw, x] = get_layer_call(r);
-        const LayerResult y = layer->run(lw, x);
-        Writer ok;
-        ok.put<uint8_t>(kLayerResult);
-        ok.put(y.status);
-        ok.put_str(y.error);
-        ok.put_vec(y.y);
-        w = std::move(ok);
-        if (!send_frame(fd, w.bytes())) _exit(0);
-        continue;
-      }
-      const Problem p = get_problem(r);
-      if (op == kForward) {
-        const ForwardResult f = impl.forward(p);
-        Writer ok;
-        ok.put<uint8_t>(kForwardResult);
-        ok.put(f.status);
-        ok.put_str(f.error);
-        ok.put_vec(f.out);
-        ok.put_vec(f.weights);
-        ok.put_vec(f.lse);
-        ok.put<int64_t>(impl.score_elements_computed().value_or(-1));
-        w = std::move(ok);
-      } else {
-        const BackwardResult b = impl.backward(p);
-        Writer ok;
-        ok.put<uint8_t>(kBackwardResult);
-        ok.put(b.status);
-        ok.put_str(b.error);
-        ok.put_vec(b.dq);
-        ok.put_vec(b.dk);
-        ok.put_vec(b.dv);
-        w = std::move(ok);
-      }
+      w = answer(impl, request);
     } catch (const PluginContractError& e) {
-      w = Writer();
-      w.put<uint8_t>(kContractError);
-      w.put_str(e.what());
+      w = error_reply(kContractError, e.what());
     } catch (const std::exception& e) {
-      w = Writer();
-      w.put<uint8_t>(kThrew);
-      w.put_str(e.what());
+      w = error_reply(kThrew, e.what());
     } catch (...) {
-      w = Writer();
-      w.put<uint8_t>(kThrew);
-      w.put_str("a non-standard exception");
+      w = error_reply(kThrew, "a non-standard exception");
     }
-    if (!send_frame(fd, w.bytes())) _exit(0);
+    if (forked && ::getpid() == worker_pid) {
+      w = error_reply(kForked, "the implementation forked a process of its own during the call "
+                               "(its copy returned into the harness's worker)");
+    }
+    reply(fd, w);
+  }
+}
+
+// The implementation a worker serves: a built-in from the registry, or one
+// of a plugin's descriptors.
+std::shared_ptr<const Implementation> build(const std::string& mode, const std::string& name,
+                                            const std::string& path) {
+  if (mode == "builtin") {
+    if (auto impl = find_impl(name)) return impl;
+    load_builtin_modules();  // an adapter: only its worker starts LibTorch
+    return find_impl(name);
+  }
+  for (auto& impl : load_plugin(path))
+    if (impl->info().name == name) return impl;
+  return nullptr;
+}
+
+int run_worker(int argc, char** argv) {
+  if (argc != 6) return 2;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != static_cast<pid_t>(std::atoll(argv[2]))) return 0;  // orphaned already
+  worker_pid = ::getpid();
+  ::pthread_atfork(on_fork_prepare, nullptr, nullptr);
+  const std::string mode = argv[3], name = argv[4], path = argv[5];
+  try {
+    if (mode == "describe") {
+      Writer w;
+      try {
+        const auto impls = load_plugin(path);
+        w.put<uint8_t>(kDescribed);
+        w.put<uint64_t>(impls.size());
+        for (const auto& impl : impls) put_info(w, impl->info());
+      } catch (const InputError& e) {
+        w = error_reply(kInputError, e.what());
+      }
+      reply(kWorkerFd, w);
+      _exit(0);
+    }
+    const auto impl = build(mode, name, path);
+    if (!impl) {
+      // Answers every request with the reason.
+      for (;;) {
+        uint64_t n = 0;
+        if (!read_exact(kWorkerFd, reinterpret_cast<char*>(&n), sizeof n) || n > kMaxFrameBytes) {
+          _exit(0);
+        }
+        std::string request(n, '\0');
+        if (!read_exact(kWorkerFd, request.data(), n)) _exit(0);
+        reply(kWorkerFd, error_reply(kThrew, fmt::format("the worker has no implementation '{}'",
+                                                         name)));
+      }
+    }
+    serve(kWorkerFd, *impl);
+  } catch (...) {
+    _exit(4);
   }
 }
 
@@ -296,17 +431,256 @@ std::string signal_text(int sig) {
   return fmt::format("signal {} (SIG{}: {})", sig, abbrev ? abbrev : "?", text ? text : "?");
 }
 
-class IsolatedImpl : public Implementation {
+// ---- The harness's side ----
+
+// How the worker ended, from its wait status.
+std::string how_it_ended(int status) {
+  return WIFSIGNALED(status)
+             ? "crashed with " + signal_text(WTERMSIG(status))
+             : fmt::format("exited with status {} (an implementation must return, not exit)",
+                           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/// One worker process and its channel.
+class Worker {
  public:
-  IsolatedImpl(std::shared_ptr<const Implementation> impl, IsolationOptions options)
-      : impl_(std::move(impl)), options_(options) {}
+  Worker() = default;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() { stop(); }
 
-  ~IsolatedImpl() override { stop(); }
+  bool running() const { return pid_ > 0; }
 
-  const ImplInfo& info() const override { return impl_->info(); }
+  // Spawns this program in worker mode, in a process group of its own (a
+  // Ctrl-C at the terminal reaches the harness, which reports what
+  // finished; stop() kills the whole group, copies included).
+  void start(const std::string& mode, const std::string& name, const std::string& path) {
+    if (!worker_entry) {
+      throw std::logic_error("isolate: this program's main() does not call "
+                             "attncheck::worker_main (attncheck/isolation.h)");
+    }
+    char exe[4096];
+    const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) throw std::runtime_error("isolation: cannot read /proc/self/exe");
+    exe[len] = '\0';
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      throw std::runtime_error(fmt::format("isolation: socketpair: {}", std::strerror(errno)));
+    }
+    // dup2 onto kWorkerFd clears close-on-exec, unless the end already is
+    // that descriptor: then it is moved out of the way first.
+    if (sv[1] == kWorkerFd) {
+      const int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, kWorkerFd + 1);
+      ::close(sv[1]);
+      sv[1] = moved;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, sv[1], kWorkerFd);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
+    const std::string parent = std::to_string(::getpid());
+    std::vector<std::string> args = {exe, kWorkerFlag, parent, mode, name, path};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // Everything buffered goes out first, so no output is lost in a crash.
+    std::fflush(nullptr);
+    std::cout.flush();
+    std::cerr.flush();
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, exe, &actions, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(sv[1]);
+    if (rc != 0) {
+      ::close(sv[0]);
+      throw std::runtime_error(fmt::format("isolation: posix_spawn: {}", std::strerror(rc)));
+    }
+    fd_ = sv[0];
+    pid_ = pid;
+    ++workers_alive;
+    if (::clock_getcpuclockid(pid_, &cpu_clock_) != 0) cpu_clock_ = -1;
+  }
+
+  // Kills the worker's process group (the worker and any process it
+  // forked) and reaps the worker.
+  void stop() {
+    if (pid_ <= 0) return;
+    ::close(fd_);
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    forget();
+  }
+
+  // The worker closed its end: reap it, kill what is left of its group,
+  // and say how it ended.
+  std::string reap() {
+    int status = 0;
+    ::close(fd_);
+    ::waitpid(pid_, &status, 0);
+    ::kill(-pid_, SIGKILL);
+    forget();
+    return how_it_ended(status);
+  }
+
+  // CPU time the worker has used, in ms (0 when it cannot be read).
+  double cpu_ms() const {
+    timespec ts{};
+    if (cpu_clock_ == clockid_t(-1) || ::clock_gettime(cpu_clock_, &ts) != 0) return 0;
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  }
+
+  int fd() const { return fd_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  void forget() {
+    pid_ = -1;
+    fd_ = -1;
+    cpu_clock_ = clockid_t(-1);
+    --workers_alive;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  clockid_t cpu_clock_ = clockid_t(-1);
+};
+
+// How a call to a worker ended when it did not return a reply.
+struct Death {
+  enum class Kind { died, hung, cancelled } kind;
+  std::string message;
+};
+
+// The limits of one call.
+struct CallLimits {
+  double cpu_ms;   // CPU time, or 0 for none
+  double wall_ms;  // wall time, or 0 for the blocked rule of the CPU limit
+};
+
+// Sends one request and waits for the reply (its sender's pid checked and
+// removed) within the limits; a death instead of a reply.
+std::variant<std::string, Death> exchange(Worker& worker, const std::string& request,
+                                          CallLimits limits, const char* what) {
+  const double cpu_start = worker.cpu_ms();
+  const auto wall_start = std::chrono::steady_clock::now();
+  const auto died = [&]() -> Death {
+    return {Death::Kind::died,
+            fmt::format("the implementation {} during {} (it ran in a worker process; the next "
+                        "call starts a fresh one)",
+                        worker.reap(), what)};
+  };
+  const auto hung = [&](const std::string& why) -> Death {
+    worker.stop();
+    return {Death::Kind::hung, fmt::format("{} did not return: {}; the worker process was killed "
+                                           "(a hang, or raise --timeout-ms)",
+                                           what, why)};
+  };
+  if (!send_frame(worker.fd(), request)) return died();
+  std::string buf;
+  uint64_t need = sizeof(uint64_t);
+  bool have_header = false;
+  std::vector<char> chunk(1 << 16);
+  for (;;) {
+    if (cancel_requested()) {
+      worker.stop();
+      return Death{Death::Kind::cancelled, "interrupted"};
+    }
+    pollfd pfd{worker.fd(), POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, 20);
+    if (ready > 0) {
+      const ssize_t k = ::read(worker.fd(), chunk.data(), chunk.size());
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return died();
+      buf.append(chunk.data(), static_cast<size_t>(k));
+      if (!have_header && buf.size() >= sizeof(uint64_t)) {
+        std::memcpy(&need, buf.data(), sizeof need);
+        if (need > kMaxFrameBytes || need < sizeof(int32_t)) {
+          worker.stop();
+          return Death{Death::Kind::died, fmt::format("the worker sent a malformed reply during {} "
+                                                      "(something in it wrote to its channel)",
+                                                      what)};
+        }
+        need += sizeof(uint64_t);
+        have_header = true;
+      }
+      if (have_header && buf.size() >= need) {
+        int32_t sender = 0;
+        std::memcpy(&sender, buf.data() + sizeof(uint64_t), sizeof sender);
+        if (sender != worker.pid() || buf.size() > need) {
+          worker.stop();
+          return Death{Death::Kind::died,
+                       fmt::format("a second process (pid {}) answered during {}: the "
+                                   "implementation forked; the worker and its process group "
+                                   "were stopped",
+                                   sender, what)};
+        }
+        return buf.substr(sizeof(uint64_t) + sizeof(int32_t));
+      }
+    } else if (ready < 0 && errno != EINTR) {
+      return died();
+    }
+    const double cpu = worker.cpu_ms() - cpu_start;
+    const double wall =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+            .count();
+    if (limits.cpu_ms > 0 && cpu > limits.cpu_ms) {
+      return hung(fmt::format("it used more than {:.0f} ms of CPU time (--timeout-ms)",
+                              limits.cpu_ms));
+    }
+    if (limits.wall_ms > 0 && wall > limits.wall_ms) {
+      return hung(fmt::format("it took more than {:.0f} ms of wall time", limits.wall_ms));
+    }
+    // Blocked, not starved: a call that waits for a core on a loaded
+    // machine still gets about cores / load of one, far above this share.
+    if (limits.cpu_ms > 0 && wall > kWallTimeoutFactor * limits.cpu_ms &&
+        cpu < kBlockedCpuShare * wall) {
+      return hung(fmt::format("it was blocked for {:.0f} ms of wall time (over {} x "
+                              "--timeout-ms) while using {:.0f} ms of CPU time",
+                              wall, kWallTimeoutFactor, cpu));
+    }
+  }
+}
+
+class IsolatedImpl : public IsolatedImplementation {
+ public:
+  // `local`: the same implementation in this process, when there is one
+  // (built-ins); a layer's parameter_count is asked of it.
+  IsolatedImpl(ImplInfo info, std::string mode, std::string path,
+               std::shared_ptr<const Implementation> local, IsolationOptions options)
+      : info_(std::move(info)),
+        mode_(std::move(mode)),
+        path_(std::move(path)),
+        local_(std::move(local)),
+        options_(options) {}
+
+  const ImplInfo& info() const override { return info_; }
+
+  void begin_property() const override {
+    std::lock_guard lock(mutex_);
+    hangs_ = crashes_ = 0;
+    last_death_hung_ = false;
+  }
+
+  bool hung() const override {
+    std::lock_guard lock(mutex_);
+    return last_death_hung_;
+  }
 
   ForwardResult forward(const Problem& p) const override {
     std::lock_guard lock(mutex_);
+    if (over_budget()) return ForwardResult::unsupported();
     Writer w;
     w.put<uint8_t>(kForward);
     put_problem(w, p);
@@ -326,6 +700,7 @@ class IsolatedImpl : public Implementation {
 
   BackwardResult backward(const Problem& p) const override {
     std::lock_guard lock(mutex_);
+    if (over_budget()) return BackwardResult::unsupported();
     Writer w;
     w.put<uint8_t>(kBackward);
     put_problem(w, p);
@@ -346,6 +721,7 @@ class IsolatedImpl : public Implementation {
  protected:
   LayerResult run_layer(const LayerWeights& lw, const LayerInput& x) const {
     std::lock_guard lock(mutex_);
+    if (over_budget()) return {Status::unsupported, {}, {}};
     Writer w;
     w.put<uint8_t>(kLayerRun);
     put_layer_call(w, lw, x);
@@ -359,148 +735,64 @@ class IsolatedImpl : public Implementation {
     return y;
   }
 
+  const Implementation* local() const { return local_.get(); }
+
  private:
-  [[noreturn]] static void rethrow(uint8_t kind, Reader& r) {
+  // Past the death bound of the current property, the implementation is not
+  // called: the call is UNSUPPORTED, a discarded case, so shrinking keeps
+  // the last real death.
+  bool over_budget() const {
+    return hangs_ > kMaxHangsPerProperty || crashes_ > kMaxCrashesPerProperty;
+  }
+
+  [[noreturn]] void rethrow(uint8_t kind, Reader& r) const {
     const std::string what = r.get_str();
     if (kind == kContractError) throw PluginContractError(what);
+    if (kind == kForked) {
+      worker_.stop();
+      ++crashes_;
+      last_death_hung_ = false;
+      throw ImplementationDied(what + "; the worker and its process group were stopped");
+    }
     throw std::runtime_error(what);
   }
 
-  void start() const {
-    // Buffered output would otherwise be written twice, once by each.
-    std::fflush(nullptr);
-    std::cout.flush();
-    std::cerr.flush();
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      throw std::runtime_error(fmt::format("isolation: socketpair: {}", std::strerror(errno)));
-    }
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(sv[0]);
-      ::close(sv[1]);
-      throw std::runtime_error(fmt::format("isolation: fork: {}", std::strerror(errno)));
-    }
-    if (pid == 0) {
-      ::close(sv[0]);
-      // Its own process group: a Ctrl-C at the terminal reaches the
-      // harness, which reports what finished, not the child mid-call.
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) _exit(0);
-      std::signal(SIGINT, SIG_DFL);
-      std::signal(SIGTERM, SIG_DFL);
-      serve(sv[1], *impl_);
-    }
-    ::close(sv[1]);
-    fd_ = sv[0];
-    pid_ = pid;
-    if (::clock_getcpuclockid(pid_, &cpu_clock_) != 0) cpu_clock_ = -1;
-  }
-
-  void stop() const {
-    if (pid_ <= 0) return;
-    ::close(fd_);
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    fd_ = -1;
-  }
-
-  // CPU time the child has used, in ms (0 when it cannot be read).
-  double cpu_ms() const {
-    timespec ts{};
-    if (cpu_clock_ == clockid_t(-1) || ::clock_gettime(cpu_clock_, &ts) != 0) return 0;
-    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-  }
-
-  // Reaps a child that closed its end and says how it ended.
-  [[noreturn]] void died(const char* what) const {
-    int status = 0;
-    ::close(fd_);
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    fd_ = -1;
-    const std::string how =
-        WIFSIGNALED(status)
-            ? "crashed with " + signal_text(WTERMSIG(status))
-            : fmt::format("exited with status {} (an implementation must return, not exit)",
-                          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    throw ImplementationDied(fmt::format("the implementation {} during {} (it ran in a child "
-                                         "process; the next call starts a fresh one)",
-                                         how, what));
-  }
-
-  [[noreturn]] void timed_out(const char* what, const std::string& why) const {
-    stop();
-    throw ImplementationDied(fmt::format("{} did not return: {}; the child process was killed "
-                                         "(a hang, or raise --timeout-ms)",
-                                         what, why));
-  }
-
-  // Sends one request and waits for the reply within the limits.
   std::string call(const std::string& request, const char* what) const {
-    if (pid_ <= 0) start();
-    const double cpu_start = cpu_ms();
-    const auto wall_start = std::chrono::steady_clock::now();
-    if (!send_frame(fd_, request)) died(what);
-    std::string buf;
-    uint64_t need = sizeof(uint64_t);
-    bool have_header = false;
-    char chunk[1 << 16];
-    for (;;) {
-      pollfd pfd{fd_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, 20);
-      if (ready > 0) {
-        const ssize_t k = ::read(fd_, chunk, sizeof chunk);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) died(what);
-        buf.append(chunk, static_cast<size_t>(k));
-        if (!have_header && buf.size() >= sizeof(uint64_t)) {
-          std::memcpy(&need, buf.data(), sizeof need);
-          need += sizeof(uint64_t);
-          have_header = true;
-        }
-        if (have_header && buf.size() >= need) return buf.substr(sizeof(uint64_t));
-      } else if (ready < 0 && errno != EINTR) {
-        died(what);
-      }
-      const double cpu = cpu_ms() - cpu_start;
-      if (cpu > static_cast<double>(options_.timeout_ms)) {
-        timed_out(what, fmt::format("it used more than {} ms of CPU time (--timeout-ms)",
-                                    options_.timeout_ms));
-      }
-      const auto wall = std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - wall_start)
-                            .count();
-      // Blocked, not starved: a call that waits for a core on a loaded
-      // machine still gets about cores / load of one, far above this share.
-      if (wall > static_cast<double>(kWallTimeoutFactor * options_.timeout_ms) &&
-          cpu < kBlockedCpuShare * wall) {
-        timed_out(what, fmt::format("it was blocked for {:.0f} ms of wall time (over {} x "
-                                    "--timeout-ms) while using {:.0f} ms of CPU time",
-                                    wall, kWallTimeoutFactor, cpu));
-      }
+    if (cancel_requested()) throw Cancelled();
+    if (!worker_.running()) worker_.start(mode_, info_.name, path_);
+    const double cpu = static_cast<double>(options_.timeout_ms);
+    auto result = exchange(worker_, request, {cpu, 0}, what);
+    if (auto* reply = std::get_if<std::string>(&result)) return std::move(*reply);
+    const Death& death = std::get<Death>(result);
+    if (death.kind == Death::Kind::cancelled) throw Cancelled();
+    if (death.kind == Death::Kind::hung) {
+      ++hangs_;
+      last_death_hung_ = true;
+    } else {
+      ++crashes_;
+      last_death_hung_ = false;
     }
+    throw ImplementationDied(death.message);
   }
 
-  std::shared_ptr<const Implementation> impl_;
+  ImplInfo info_;
+  std::string mode_, path_;
+  std::shared_ptr<const Implementation> local_;
   IsolationOptions options_;
   mutable std::mutex mutex_;
-  mutable pid_t pid_ = -1;
-  mutable int fd_ = -1;
-  mutable clockid_t cpu_clock_ = clockid_t(-1);
+  mutable Worker worker_;
+  mutable int hangs_ = 0, crashes_ = 0;
+  mutable bool last_death_hung_ = false;
   mutable std::optional<int64_t> score_elements_;
 };
 
-// A layer's run() goes to the child too; parameter_count is arithmetic on
-// the declaration and is asked of the parent's copy.
+// A layer's run() goes to the worker too; parameter_count is arithmetic on
+// the declaration and is asked of this process's copy.
 class IsolatedLayer final : public IsolatedImpl, public Layer {
  public:
-  IsolatedLayer(std::shared_ptr<const Implementation> impl, const Layer& layer,
+  IsolatedLayer(ImplInfo info, std::shared_ptr<const Implementation> local, const Layer& layer,
                 IsolationOptions options)
-      : IsolatedImpl(std::move(impl), options), layer_(layer) {}
+      : IsolatedImpl(std::move(info), "builtin", "", std::move(local), options), layer_(layer) {}
 
   int64_t parameter_count(int64_t d_model, int64_t heads) const override {
     return layer_.parameter_count(d_model, heads);
@@ -510,17 +802,76 @@ class IsolatedLayer final : public IsolatedImpl, public Layer {
   }
 
  private:
-  const Layer& layer_;  // inside the implementation IsolatedImpl keeps alive
+  const Layer& layer_;  // inside the local implementation IsolatedImpl keeps alive
 };
+
+// The descriptors of the plugin at `path`, read by a worker that loads it.
+std::vector<std::shared_ptr<const Implementation>> describe_plugin(const std::string& path,
+                                                                   IsolationOptions options) {
+  if (cancel_requested()) throw Cancelled();
+  Worker worker;
+  worker.start("describe", "", path);
+  const auto limit = static_cast<double>(kWallTimeoutFactor * options.timeout_ms);
+  auto result = exchange(worker, "", {0, limit}, "loading");
+  if (auto* death = std::get_if<Death>(&result)) {
+    if (death->kind == Death::Kind::cancelled) throw Cancelled();
+    throw InputError(fmt::format(
+        "{}: the plugin {} while loading (in its constructors or attncheck_plugin_impls)", path,
+        death->kind == Death::Kind::hung
+            ? fmt::format("did not finish loading within {} ms (10 x --timeout-ms)",
+                          kWallTimeoutFactor * options.timeout_ms)
+            : death->message.substr(std::string("the implementation ").size(),
+                                    death->message.find(" during ") -
+                                        std::string("the implementation ").size())));
+  }
+  const std::string& reply = std::get<std::string>(result);
+  Reader r(reply);
+  const auto kind = r.get<uint8_t>();
+  if (kind == kInputError) throw InputError(r.get_str());
+  if (kind != kDescribed) throw std::runtime_error("isolation: unexpected reply while loading");
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  const auto n = r.get<uint64_t>();
+  for (uint64_t k = 0; k < n; ++k) {
+    ImplInfo info = get_info(r);
+    impls.push_back(std::make_shared<IsolatedImpl>(std::move(info), "plugin", path, nullptr,
+                                                   options));
+  }
+  return impls;
+}
 
 }  // namespace
 
 std::shared_ptr<const Implementation> isolate(std::shared_ptr<const Implementation> impl,
                                               IsolationOptions options) {
-  if (const auto* layer = dynamic_cast<const Layer*>(impl.get())) {
-    return std::make_shared<IsolatedLayer>(impl, *layer, options);
+  if (dynamic_cast<const IsolatedImplementation*>(impl.get())) return impl;
+  const ImplInfo& info = impl->info();
+  if (info.kind == Kind::plugin) {
+    return std::make_shared<IsolatedImpl>(info, "plugin", info.origin, std::move(impl), options);
   }
-  return std::make_shared<IsolatedImpl>(std::move(impl), options);
+  if (find_impl(info.name) != impl) {
+    throw std::logic_error(fmt::format("isolate: '{}' is not the registered implementation of "
+                                       "that name, so a worker could not build it",
+                                       info.name));
+  }
+  if (const auto* layer = dynamic_cast<const Layer*>(impl.get())) {
+    return std::make_shared<IsolatedLayer>(info, impl, *layer, options);
+  }
+  return std::make_shared<IsolatedImpl>(info, "builtin", "", std::move(impl), options);
 }
+
+std::vector<std::shared_ptr<const Implementation>> load_plugins_isolated(
+    const std::vector<std::string>& paths, IsolationOptions options) {
+  return load_plugins(paths, [options](const std::string& path) {
+    return describe_plugin(path, options);
+  });
+}
+
+std::optional<int> worker_main(int argc, char** argv) {
+  worker_entry = true;
+  if (argc < 2 || std::strcmp(argv[1], kWorkerFlag) != 0) return std::nullopt;
+  return run_worker(argc, argv);
+}
+
+int live_workers() { return workers_alive; }
 
 }  // namespace attncheck

@@ -725,11 +725,11 @@ std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string
 }
 
 std::vector<std::shared_ptr<const Implementation>> load_plugins(
-    const std::vector<std::string>& paths) {
+    const std::vector<std::string>& paths, const PluginLoader& loader) {
   std::vector<std::shared_ptr<const Implementation>> all;
   std::map<std::string, std::string> origin;  // name -> path
   for (const std::string& path : paths) {
-    for (auto& impl : load_plugin(path)) {
+    for (auto& impl : loader(path)) {
       const std::string& name = impl->info().name;
       if (find_impl(name)) {
         throw InputError(

@@ -1,21 +1,35 @@
 #pragma once
-// Running an implementation under test in a child process (the reliability
-// issue): a crash, an abort or a hang in the implementation becomes a
-// failed call the properties report with its counterexample, and the
-// harness goes on.
+// Running an implementation under test in a worker process (the
+// reliability issue): a crash, an abort, an exit, a hang or a fork in the
+// implementation becomes a failed call the properties report with its
+// counterexample, and the harness goes on.
+//
+// Workers are spawned, never forked from the harness: each is a fresh
+// execution of this program (/proc/self/exe) in worker mode that builds
+// the implementation itself (a built-in from the registry, a plugin by
+// loading it), so the harness may hold threads (a threaded BLAS, torch) and
+// never runs foreign code. Each worker has its own process group, which the
+// harness kills whole when it is done with it; every reply carries the
+// worker's process id, and a reply from any other process (a plugin that
+// forked) stops the worker with a failure. A program that isolates must
+// call worker_main() first thing in main().
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "attncheck/implementation.h"
 
 namespace attncheck {
 
 /// Thrown by an isolated implementation's forward or backward when the call
-/// did not return: the child process died (a signal such as SIGSEGV or
-/// SIGABRT, or an exit) or ran past the time limit and was killed. The
-/// message says which. The next call starts a fresh child.
+/// did not return: the worker died (a signal such as SIGSEGV or SIGABRT, or
+/// an exit), ran past the time limit and was killed, or forked and answered
+/// from a second process. The message says which. The next call starts a
+/// fresh worker.
 class ImplementationDied : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -38,23 +52,67 @@ inline constexpr int64_t kWallTimeoutFactor = 10;
 /// blocked one; only a load of 40 on 2 cores would reach 0.05.
 inline constexpr double kBlockedCpuShare = 0.05;
 
+/// The bound on deaths while one property shrinks (README "Isolation"):
+/// after the first death of a property run, at most kMaxHangsPerProperty
+/// further calls may time out and at most kMaxCrashesPerProperty may
+/// crash; past either bound the implementation is not called again in that
+/// property (the call reports UNSUPPORTED, a discarded case, so shrinking
+/// keeps the last real death as its counterexample). Shrinking a hang to its
+/// smallest shape takes about ten accepted steps (one per dimension, each a
+/// hang), so 16 leaves room for some values; a property's worst case is
+/// then 17 x kWallTimeoutFactor x --timeout-ms of wall time (170 s at
+/// --timeout-ms 1000), and an implementation that hung on its shrunk case
+/// is not called again (the session fails its remaining properties).
+inline constexpr int kMaxHangsPerProperty = 16;
+/// Crashes cost a worker start each (well under a second), so shrinking a
+/// crash to its smallest case (a few dozen deaths) stays inside this bound.
+inline constexpr int kMaxCrashesPerProperty = 64;
+
 struct IsolationOptions {
-  int64_t timeout_ms = kDefaultCallTimeoutMs;  ///< CPU time per call
+  /// CPU time per call; loading a plugin in a worker may take
+  /// kWallTimeoutFactor times this in wall time (100 s by default: a plugin
+  /// that links a large framework, LibTorch, takes seconds to load).
+  int64_t timeout_ms = kDefaultCallTimeoutMs;
 };
 
-/// `impl` behind a child process: the same info(); forward and backward
-/// send the problem to a child (forked from this process when first
-/// needed, so it has every plugin this process loaded) and read the result
-/// back. The child runs in its own process group (a Ctrl-C reaches only the
-/// harness, which then reports what finished) and dies with its parent.
-/// Exceptions the implementation throws in the child are thrown again here
-/// with their message (a PluginContractError stays one). A call whose child
-/// dies, or uses more than options.timeout_ms of CPU time (or
-/// kWallTimeoutFactor times that of wall time), throws ImplementationDied.
-/// The parent must not run implementations with threads of their own
-/// before it forks (check does not: every implementation it checks is
-/// isolated).
+/// An implementation behind a worker, as the session sees it.
+class IsolatedImplementation : public Implementation {
+ public:
+  /// A new property starts: its death budget is full again.
+  virtual void begin_property() const = 0;
+  /// True when the last death of the current property was a hang (the
+  /// property's counterexample is a call that did not return).
+  virtual bool hung() const = 0;
+};
+
+/// `impl` behind a worker: the same info(); forward and backward send the
+/// problem to the worker and read the result back. `impl` must be
+/// reconstructible by a worker: a registered built-in (found by name) or a
+/// plugin (info().origin is its path). Exceptions the implementation throws
+/// in the worker are thrown again here with their message (a
+/// PluginContractError stays one). A call whose worker dies, forks, or
+/// uses more than options.timeout_ms of CPU time (or kWallTimeoutFactor
+/// times that of wall time) throws ImplementationDied; a call interrupted by
+/// request_cancel() throws Cancelled. Throws std::logic_error when this
+/// program's main() does not call worker_main().
 std::shared_ptr<const Implementation> isolate(std::shared_ptr<const Implementation> impl,
                                               IsolationOptions options = {});
+
+/// Loads plugins in workers: each path is opened by a fresh worker, which
+/// validates its descriptors and sends them back; the harness process never
+/// opens it. The same checks and messages as load_plugins (plugin_loader.h),
+/// and a plugin that exits, crashes or hangs while loading is an InputError
+/// "PATH: the plugin ... while loading". Returns isolated implementations.
+std::vector<std::shared_ptr<const Implementation>> load_plugins_isolated(
+    const std::vector<std::string>& paths, IsolationOptions options = {});
+
+/// The worker's entry point. Call it first thing in main(): in a worker
+/// (argv[1] is the worker flag) it serves the harness and returns the
+/// process's exit code; otherwise it returns nullopt at once (and records
+/// that this program can host workers).
+std::optional<int> worker_main(int argc, char** argv);
+
+/// The worker processes alive now (for tests: none may outlive a run).
+int live_workers();
 
 }  // namespace attncheck

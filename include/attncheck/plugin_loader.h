@@ -5,6 +5,7 @@
 // convert problems to the C structs and guard every output buffer.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -74,10 +75,15 @@ std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
 /// no descriptors, an invalid descriptor, or two descriptors of one name.
 std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path);
 
-/// Loads every path with load_plugin and checks that no implementation name
+/// How one plugin file becomes implementations: load_plugin in this
+/// process, or in a worker (load_plugins_isolated of isolation.h).
+using PluginLoader =
+    std::function<std::vector<std::shared_ptr<const Implementation>>(const std::string& path)>;
+
+/// Loads every path with `loader` and checks that no implementation name
 /// is used twice, across the plugins or by a built-in (registered)
 /// implementation; throws InputError naming the file and the name.
 std::vector<std::shared_ptr<const Implementation>> load_plugins(
-    const std::vector<std::string>& paths);
+    const std::vector<std::string>& paths, const PluginLoader& loader = load_plugin);
 
 }  // namespace attncheck

@@ -15,3 +15,16 @@ add_dependencies(test_isolation plugin_hostile)
 add_test(NAME isolation.cli COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/isolation_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_hostile>)
 set_tests_properties(isolation.cli PROPERTIES LABELS slow)
+
+# A plugin that forks in forward, and plugins that exit, crash or hang
+# while loading (tests/host/isolation_load_test.sh).
+attncheck_test_plugin(plugin_forker ${CMAKE_CURRENT_LIST_DIR}/plugins/forker.c)
+target_link_libraries(plugin_forker PRIVATE m)
+foreach(mode EXIT_IN_CONSTRUCTOR EXIT_IN_IMPLS CRASH HANG)
+  string(TOLOWER ${mode} lower)
+  attncheck_test_plugin(plugin_load_${lower} ${CMAKE_CURRENT_LIST_DIR}/plugins/bad_load.c
+    LOAD_${mode})
+endforeach()
+add_test(NAME isolation.hostile_load COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/isolation_load_test.sh
+  $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_forker> $<TARGET_FILE_DIR:plugin_forker>)
+set_tests_properties(isolation.hostile_load PROPERTIES LABELS slow TIMEOUT 600)

@@ -60,7 +60,10 @@ TEST(Isolation, ForwardAndBackwardCrossTheBoundaryBitForBit) {
   const auto impl = find_impl("loop_f64");
   ASSERT_TRUE(impl);
   const auto isolated = isolate(impl);
-  EXPECT_EQ(&isolated->info(), &impl->info());
+  // The same declaration (a copy: the worker is another process).
+  EXPECT_EQ(isolated->info().name, impl->info().name);
+  EXPECT_EQ(isolated->info().features, impl->info().features);
+  EXPECT_EQ(isolated->info().dtypes, impl->info().dtypes);
   for (Problem p : sample_problems(impl->info(), 60)) {
     SCOPED_TRACE(fmt::format("tq {} tk {} dk {}", p.tq, p.tk, p.dk));
     expect_same(isolated->forward(p), impl->forward(p));
@@ -121,9 +124,9 @@ TEST(Isolation, ALayerStaysALayer) {
 class Hostile : public Implementation {
  public:
   enum class Mode { segfault, exit, spin, block, throws, contract };
-  explicit Hostile(Mode mode) : mode_(mode), ref_(find_impl("loop_f64")) {
+  Hostile(Mode mode, std::string name) : mode_(mode), ref_(find_impl("loop_f64")) {
     info_ = ref_->info();
-    info_.name = "hostile";
+    info_.name = std::move(name);
     info_.kind = Kind::broken;
     info_.features &= ~ATTNCHECK_FEATURE_BACKWARD;
   }
@@ -183,7 +186,7 @@ void expect_recovers(const Implementation& isolated) {
 }
 
 TEST(Isolation, ACrashIsReportedAndTheNextCallRunsInAFreshChild) {
-  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::segfault));
+  const auto isolated = isolate(find_impl("hostile_segfault"));
   expect_recovers(*isolated);
   const std::string m = death_of(*isolated);
   // A sanitizer build's SEGV handler reports, then aborts or exits instead
@@ -200,27 +203,27 @@ TEST(Isolation, ACrashIsReportedAndTheNextCallRunsInAFreshChild) {
 }
 
 TEST(Isolation, AnExitIsReported) {
-  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::exit));
+  const auto isolated = isolate(find_impl("hostile_exit"));
   EXPECT_NE(death_of(*isolated).find("exited with status 3"), std::string::npos);
   expect_recovers(*isolated);
 }
 
 TEST(Isolation, ASpinningCallIsKilledAtTheCpuLimit) {
-  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::spin), {200});
+  const auto isolated = isolate(find_impl("hostile_spin"), {200});
   const std::string m = death_of(*isolated);
   EXPECT_NE(m.find("more than 200 ms of CPU time"), std::string::npos) << m;
   expect_recovers(*isolated);
 }
 
 TEST(Isolation, ABlockedCallIsKilledAtTheWallLimit) {
-  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::block), {50});
+  const auto isolated = isolate(find_impl("hostile_block"), {50});
   const std::string m = death_of(*isolated);
   EXPECT_NE(m.find("ms of wall time (over 10 x --timeout-ms)"), std::string::npos) << m;
   expect_recovers(*isolated);
 }
 
 TEST(Isolation, ExceptionsComeBackWithTheirMessageAndContractErrorsKeepTheirType) {
-  const auto throws = isolate(std::make_shared<Hostile>(Hostile::Mode::throws));
+  const auto throws = isolate(find_impl("hostile_throws"));
   try {
     throws->forward(problem_with_keys(3));
     ADD_FAILURE() << "no exception";
@@ -229,7 +232,7 @@ TEST(Isolation, ExceptionsComeBackWithTheirMessageAndContractErrorsKeepTheirType
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "kernel table overflow");
   }
-  const auto contract = isolate(std::make_shared<Hostile>(Hostile::Mode::contract));
+  const auto contract = isolate(find_impl("hostile_contract"));
   EXPECT_THROW(contract->forward(problem_with_keys(3)), PluginContractError);
   expect_recovers(*contract);
 }
@@ -240,7 +243,7 @@ TEST(Isolation, ACrashingImplementationFailsThePropertyWithAShrunkCaseAndAFixtur
   RunConfig config;
   config.seed = kDefaultSeed;
   config.save_failures_dir = dir.string();
-  const auto isolated = isolate(std::make_shared<Hostile>(Hostile::Mode::segfault));
+  const auto isolated = isolate(find_impl("hostile_segfault"));
   const PropertyOutcome o =
       run_property(*find_property("MatchesOracle"), *isolated, DType::f64, config);
   EXPECT_EQ(o.status, PropertyStatus::failed);
@@ -254,5 +257,23 @@ TEST(Isolation, ACrashingImplementationFailsThePropertyWithAShrunkCaseAndAFixtur
   std::filesystem::remove_all(dir);
 }
 
+// Registered at run time, after the built-ins' static registrars: a worker
+// builds an isolated implementation by its registered name.
+void register_hostile() {
+  const std::pair<Hostile::Mode, const char*> modes[] = {
+      {Hostile::Mode::segfault, "hostile_segfault"}, {Hostile::Mode::exit, "hostile_exit"},
+      {Hostile::Mode::spin, "hostile_spin"},         {Hostile::Mode::block, "hostile_block"},
+      {Hostile::Mode::throws, "hostile_throws"},     {Hostile::Mode::contract, "hostile_contract"}};
+  for (const auto& [mode, name] : modes) register_impl(std::make_shared<Hostile>(mode, name));
+}
+
 }  // namespace
 }  // namespace attncheck
+
+// The test program is also the isolation's worker.
+int main(int argc, char** argv) {
+  attncheck::register_hostile();
+  if (const auto code = attncheck::worker_main(argc, argv)) return *code;
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The reliability issue's worker guarantees, through the command line:
+#   - a plugin that forks in forward fails the property ("forked"), the run
+#     gives one summary, and no process it started outlives it;
+#   - a plugin that exits, crashes or hangs while loading is exit 2 with
+#     one line naming it;
+#   - SIGINT during a hanging call ends the run within seconds with exit 3,
+#     the report holding what finished and the interrupted property not-run;
+#   - a plugin that hangs on every call ends, every property failed, the
+#     hang shrunk once and the other properties not called again.
+#   Usage: isolation_load_test.sh ATTNCHECK FORKER_PLUGIN PLUGIN_DIR
+set -u
+bin=$1
+forker=$2
+dir=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+has() {
+  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -30; }
+}
+# Worker processes (and copies of them) still running for the plugin $1.
+survivors() { pgrep -f -- "--attncheck-worker .*$1" || true; }
+
+# ---- A plugin that forks ----
+"$bin" check --plugin "$forker" --property MatchesOracle --cases 20 --save-failures saved \
+  >fork.txt 2>fork.err
+code=$?
+[[ $code -eq 1 ]] || fail "forker: exit $code, expected 1"
+has fork.txt 'forked' "the fork is reported"
+[[ $(grep -c ' passed, .* failed' fork.txt) -eq 1 ]] || fail "forker: not exactly one summary"
+sleep 0.5
+[[ -z "$(survivors "$forker")" ]] || fail "processes of the forker outlived the run: $(survivors "$forker")"
+
+# ---- Plugins that misbehave while loading ----
+for mode in exit_in_constructor exit_in_impls crash hang; do
+  plugin=$dir/libplugin_load_$mode.so
+  start=$SECONDS
+  "$bin" check --plugin "$plugin" --timeout-ms 300 >load.txt 2>load.err
+  code=$?
+  [[ $code -eq 2 ]] || fail "load $mode: exit $code, expected 2"
+  [[ $(wc -l <load.err) -eq 1 ]] || fail "load $mode: stderr is not one line"
+  has load.err "$plugin: the plugin .*while loading" "load $mode names the plugin"
+  ((SECONDS - start < 30)) || fail "load $mode took $((SECONDS - start)) s"
+  [[ -z "$(survivors "$plugin")" ]] || fail "load $mode left processes behind"
+done
+
+# ---- SIGINT while a call hangs ----
+hostile=$dir/libplugin_hostile.so
+"$bin" check --plugin "$hostile" --impl blocks_on_two_queries --impl crashes_on_three_keys \
+  --property MatchesOracle --property RowSumsToOne --timeout-ms 100000 --report int.json \
+  >int.txt 2>int.err &
+pid=$!
+sleep 4
+kill -INT $pid
+start=$SECONDS
+wait $pid
+code=$?
+[[ $code -eq 3 ]] || fail "interrupted check: exit $code, expected 3"
+((SECONDS - start <= 5)) || fail "interrupted check took $((SECONDS - start)) s to end"
+has int.txt '^not-run' "the interrupted property is not-run"
+[[ -f int.json ]] || fail "no report after the interrupt"
+grep -q '"not-run"' int.json || fail "the report has no not-run result"
+sleep 0.5
+[[ -z "$(survivors "$hostile")" ]] || fail "workers outlived the interrupted run"
+
+# ---- A plugin that hangs on every call: bounded ----
+start=$SECONDS
+"$bin" check --plugin "$hostile" --impl blocks_on_two_queries --timeout-ms 200 \
+  --report hang.json >hang.txt 2>hang.err
+code=$?
+[[ $code -eq 1 ]] || fail "hanging check: exit $code, expected 1"
+grep -q '^passed' hang.txt && fail "a property of the hanging plugin passed"
+has hang.txt 'hangs on the smallest problem' "later properties are not called again"
+echo "hanging plugin: whole check in $((SECONDS - start)) s"
+sleep 0.5
+[[ -z "$(survivors "$hostile")" ]] || fail "workers outlived the hanging run"
+
+if ((failures)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "isolation (workers): all checks passed"
