@@ -595,12 +595,33 @@ json parse_json(std::string_view text, const std::string& where) {
                                  power_of_two(limits::kFileBytes)));
   }
   check_depth(text, where);
+  // A key twice in one object is an error, not "the last one wins": the
+  // writer of the file meant one of them, and the reader cannot know which.
+  std::vector<std::set<std::string>> keys;  // per open object
+  std::string duplicate;
+  const json::parser_callback_t no_duplicates =
+      [&](int, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::object_start) keys.emplace_back();
+        if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+        if (event == json::parse_event_t::key && !keys.empty() &&
+            !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+          duplicate = parsed.get<std::string>();
+        }
+        return true;
+      };
+  json j;
   try {
-    return json::parse(text);
+    j = json::parse(text, no_duplicates);
   } catch (const json::exception& e) {
     throw InputError(
         one_line(fmt::format("{}: not valid JSON: {}", where, e.what())));
   }
+  if (!duplicate.empty()) {
+    throw InputError(one_line(fmt::format(
+        "{}: key \"{}\" appears twice in one object", where,
+        duplicate.size() > 60 ? duplicate.substr(0, 57) + "..." : duplicate)));
+  }
+  return j;
 }
 
 json read_json_file(const std::string& path, int64_t max_bytes) {

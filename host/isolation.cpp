@@ -40,6 +40,7 @@
 #include "attncheck/modules.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/registry.h"
+#include "attncheck/text.h"
 
 namespace attncheck {
 namespace {
@@ -746,7 +747,9 @@ class IsolatedImpl : public IsolatedImplementation {
   }
 
   [[noreturn]] void rethrow(uint8_t kind, Reader& r) const {
-    const std::string what = r.get_str();
+    // The implementation's own text: one line, bounded, no raw control
+    // characters, whatever it threw.
+    const std::string what = printable(r.get_str());
     if (kind == kContractError) throw PluginContractError(what);
     if (kind == kForked) {
       worker_.stop();

@@ -18,13 +18,70 @@
 
 #include "attncheck/oracle.h"
 
+#include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "attncheck/error.h"
 #include "internal.h"
 
 namespace attncheck {
+namespace {
+
+// The exact result is a function of finite reals: a NaN or an infinity
+// where it reaches some row (q of a row with an allowed key, k and v at a
+// key some row of the group may use, bias at an allowed position, dout of
+// a non-empty row) has no exact result, and printing one would be a guess.
+// Values no row can see (--strict fixtures put NaN at masked keys) are
+// allowed: they cannot change the result.
+void check_finite_inputs(const Problem& p) {
+  const auto reject = [](const char* tensor, int64_t a, int64_t b, int64_t c, int64_t d, double x) {
+    throw InputError(fmt::format("{}[{}][{}][{}][{}] is {}, and it reaches the result: the oracle "
+                                 "needs finite values wherever a row can see them",
+                                 tensor, a, b, c, d, x));
+  };
+  const int64_t group = p.heads / p.kv_heads;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      for (int64_t j = 0; j < p.tk; ++j) {
+        bool seen = false;
+        for (int64_t h = g * group; h < (g + 1) * group && !seen; ++h)
+          for (int64_t i = 0; i < p.tq && !seen; ++i) seen = p.allowed(b, h, i, j);
+        if (!seen) continue;
+        for (int64_t c = 0; c < p.dk; ++c)
+          if (!std::isfinite(p.k.at(b, g, j, c))) reject("k", b, g, j, c, p.k.at(b, g, j, c));
+        for (int64_t c = 0; c < p.dv; ++c)
+          if (!std::isfinite(p.v.at(b, g, j, c))) reject("v", b, g, j, c, p.v.at(b, g, j, c));
+      }
+    }
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t i = 0; i < p.tq; ++i) {
+        if (p.allowed_count(b, h, i) == 0) continue;
+        for (int64_t c = 0; c < p.dk; ++c)
+          if (!std::isfinite(p.q.at(b, h, i, c))) reject("q", b, h, i, c, p.q.at(b, h, i, c));
+        if (p.bias) {
+          for (int64_t j = 0; j < p.tk; ++j) {
+            const double x = p.bias->at(b, h, i, j, p.tq, p.tk);
+            if (p.allowed(b, h, i, j) && !std::isfinite(x)) reject("bias", b, h, i, j, x);
+          }
+        }
+        if (!p.dout.empty()) {
+          for (int64_t c = 0; c < p.dv; ++c) {
+            const double x = p.dout[static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.dv + c)];
+            if (!std::isfinite(x)) reject("dout", b, h, i, c, x);
+          }
+        }
+      }
+    }
+  }
+  if (!std::isfinite(p.scale)) throw InputError(fmt::format("scale is {}: it must be finite", p.scale));
+}
+
+}  // namespace
 
 OracleResult oracle(const Problem& p) {
+  check_finite_inputs(p);
   using oracle_detail::Decided;
   OracleResult r;
   const size_t rows = static_cast<size_t>(p.batch * p.heads * p.tq);

@@ -52,7 +52,9 @@ inline constexpr unsigned kOracleBits = 128;
 /// Computes the exact result of `p`, each of out, weights, lse (and dq, dk,
 /// dv when p.dout is set) correctly rounded to nearest, or listed in
 /// `uncertified`. Empty rows are flagged, never an error; they contribute
-/// nothing to the gradients.
+/// nothing to the gradients. Throws InputError naming the element when a
+/// NaN or infinity reaches the result (an input some row can see: there is
+/// no exact result to report); non-finite values no row can see are fine.
 OracleResult oracle(const Problem& p);
 
 }  // namespace attncheck

@@ -150,6 +150,19 @@ json minimal_json() {
               {"v", {2, 4, -1, 3}}};
 }
 
+// A key twice in one object is rejected (the last one would silently win);
+// the same key in two objects is fine.
+TEST(Fixture, DuplicateKeysAreRejected) {
+  EXPECT_NO_THROW(parse_json(R"({"a": {"x": 1}, "b": {"x": 2}})", "t.json"));
+  try {
+    parse_json(R"({"format": "attncheck-problem-1", "tq": 2, "tq": 3})", "t.json");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "t.json: key \"tq\" appears twice in one object");
+  }
+  EXPECT_THROW(parse_json(R"([{"a": 1}, {"b": {"c": 1, "c": 1}}])", "t.json"), InputError);
+}
+
 TEST(Fixture, DumpedDoublesReadBackBitExactly) {
   // The claim number_to_json relies on: nlohmann prints a round-trip
   // decimal for every finite double.

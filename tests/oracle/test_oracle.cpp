@@ -25,6 +25,7 @@
 #include <map>
 #include <string>
 
+#include "attncheck/error.h"
 #include "attncheck/plugin.h"
 #include "properties/gen/problem_gen.h"
 #include "properties/harness.h"
@@ -1250,6 +1251,29 @@ TEST(OracleCertified, GeneratedProblemsOfEveryRegimeAndFeatureAreCertified) {
 }
 
 #endif
+
+// A NaN or infinity that reaches a row has no exact result: an InputError
+// naming the element, never placeholders that look like an empty row. One
+// no row can see (a --strict fixture's NaN at a padded key) is fine.
+TEST(Oracle, RejectsNonFiniteInputsThatReachTheResultOnly) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, 3, 2, 2);
+  p.key_valid = {1, 1, 0};
+  p.k.at(0, 0, 2, 1) = nan;  // key 2 is padding
+  p.v.at(0, 0, 2, 0) = std::numeric_limits<double>::infinity();
+  EXPECT_NO_THROW(oracle(p));
+  Problem q = p;
+  q.q.at(0, 0, 1, 0) = nan;
+  try {
+    oracle(q);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("q[0][0][1][0] is nan"), std::string::npos) << e.what();
+  }
+  Problem v = p;
+  v.v.at(0, 0, 1, 1) = -std::numeric_limits<double>::infinity();
+  EXPECT_THROW(oracle(v), InputError);
+}
 
 }  // namespace
 }  // namespace attncheck
