@@ -120,6 +120,62 @@ std::optional<Broadcast<T>> get_broadcast(Reader& r) {
   return b;
 }
 
+// An optional value: a presence byte, then the value.
+template <typename T>
+void put_optional(Writer& w, const std::optional<T>& x) {
+  w.put<uint8_t>(x.has_value());
+  if (x) w.put(*x);
+}
+
+template <typename T>
+std::optional<T> get_optional(Reader& r) {
+  if (!r.get<uint8_t>()) return std::nullopt;
+  return r.get<T>();
+}
+
+// The version 2 parts of a problem, after the version 1 ones.
+void put_problem_v2(Writer& w, const Problem& p) {
+  put_optional(w, p.q_dtype);
+  put_optional(w, p.kv_dtype);
+  put_optional(w, p.descale);
+  w.put_vec(p.sink);
+  w.put<uint8_t>(p.packed.has_value());
+  if (p.packed) {
+    w.put_vec(p.packed->cu_seqlens_q);
+    w.put_vec(p.packed->cu_seqlens_k);
+  }
+  w.put<uint8_t>(p.paged.has_value());
+  if (p.paged) {
+    w.put_vec(p.paged->seqlens_k);
+    w.put_vec(p.paged->block_table);
+    for (int64_t x : {p.paged->block_table_stride, p.paged->page_size, p.paged->num_pages}) {
+      w.put(x);
+    }
+  }
+}
+
+void get_problem_v2(Reader& r, Problem& p) {
+  p.q_dtype = get_optional<DType>(r);
+  p.kv_dtype = get_optional<DType>(r);
+  p.descale = get_optional<Descales>(r);
+  p.sink = r.get_vec<double>();
+  if (r.get<uint8_t>()) {
+    PackedSeqs packed;
+    packed.cu_seqlens_q = r.get_vec<int64_t>();
+    packed.cu_seqlens_k = r.get_vec<int64_t>();
+    p.packed = std::move(packed);
+  }
+  if (r.get<uint8_t>()) {
+    PagedKv paged;
+    paged.seqlens_k = r.get_vec<int64_t>();
+    paged.block_table = r.get_vec<int64_t>();
+    for (int64_t* x : {&paged.block_table_stride, &paged.page_size, &paged.num_pages}) {
+      *x = r.get<int64_t>();
+    }
+    p.paged = std::move(paged);
+  }
+}
+
 void put_problem(Writer& w, const Problem& p) {
   w.put(p.dtype);
   for (int64_t x : {p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv}) w.put(x);
@@ -136,6 +192,7 @@ void put_problem(Writer& w, const Problem& p) {
   w.put(p.scale);
   w.put(p.softcap);
   w.put_vec(p.dout);
+  put_problem_v2(w, p);
 }
 
 Problem get_problem(Reader& r) {
@@ -157,6 +214,7 @@ Problem get_problem(Reader& r) {
   p.scale = r.get<double>();
   p.softcap = r.get<double>();
   p.dout = r.get_vec<double>();
+  get_problem_v2(r, p);
   return p;
 }
 
@@ -271,6 +329,7 @@ bool read_exact(int fd, char* dst, size_t n) {
         ok.put_vec(b.dq);
         ok.put_vec(b.dk);
         ok.put_vec(b.dv);
+        ok.put_vec(b.dsink);
         w = std::move(ok);
       }
     } catch (const PluginContractError& e) {
@@ -338,6 +397,7 @@ class IsolatedImpl : public Implementation {
     b.dq = r.get_vec<double>();
     b.dk = r.get_vec<double>();
     b.dv = r.get_vec<double>();
+    b.dsink = r.get_vec<double>();
     return b;
   }
 
