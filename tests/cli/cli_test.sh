@@ -159,6 +159,14 @@ else
   expect 0 "check of a version 1 plugin" -- check --plugin "$plugins/libexample_plugin_v1.so" --property MatchesOracle --property EmptyRowsAreRejected
   contains out.txt "^passed *example_c_f64 *f64 *MatchesOracle" "the version 1 plugin's f64 implementation is checked"
   contains out.txt "^passed *example_c_f32 *f32 *EmptyRowsAreRejected" "the version 1 plugin's f32 implementation is checked"
+  expect 0 "the version 2 example, whole catalog" -- check --plugin "$example" --seed 7
+  cp out.txt example-v2.txt
+  expect 0 "the version 1 example, whole catalog" -- check --plugin "$plugins/libexample_plugin_v1.so" --seed 7
+  if ! cmp -s out.txt example-v2.txt; then
+    echo "FAIL: the example built against plugin_v1.h and plugin.h gives different results"
+    diff example-v2.txt out.txt | head -10
+    failures=$((failures + 1))
+  fi
   expect 0 "--impl selects among a plugin's implementations and built-ins" -- check --plugin "$example" --impl example_c_f32 --impl loop_f64 --property RowSumsToOne
   contains out.txt "^passed *example_c_f32" "the selected plugin implementation ran"
   contains out.txt "^passed *loop_f64" "the selected built-in ran"

@@ -313,12 +313,13 @@ TEST(PluginDescriptor, VersionTwoFieldsAreChecked) {
   EXPECT_EQ(rejection(d), "");
   d.n_combos = 3;
   EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): combos[2].kv_dtype 9 is no dtype");
-  d.combos = combos + 1;  // {f32, f32, e4m3}: fp8 is never an output
-  EXPECT_NE(rejection(d).find("combos[2].out_dtype 4 is e4m3, an input format only"),
+  d.combos = combos + 3;  // {f32, f32, e4m3}: fp8 is never an output
+  d.n_combos = 1;
+  EXPECT_NE(rejection(d).find("combos[0].out_dtype 4 is e4m3, an input format only"),
             std::string::npos)
       << rejection(d);
   d.combos = nullptr;
-  EXPECT_NE(rejection(d).find("n_combos is 3 but combos is NULL"), std::string::npos);
+  EXPECT_NE(rejection(d).find("n_combos is 1 but combos is NULL"), std::string::npos);
 }
 
 TEST(PluginDescriptor, VersionOneKnowsOnlyItsOwnBitsAndFormats) {
