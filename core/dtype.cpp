@@ -24,6 +24,9 @@ Format format(DType d) {
     // bf16 shares f32's exponent range with 8 significand bits.
     case DType::bf16: return {8, -125, std::ldexp(255.0, 120)};
     case DType::f16: return {11, -13, 65504.0};
+    // Smallest normals 2^-6 and 2^-14, smallest subnormals 2^-9 and 2^-16.
+    case DType::e4m3: return {4, -5, 448.0};
+    case DType::e5m2: return {3, -13, 57344.0};
   }
   throw std::invalid_argument("unknown dtype");
 }
@@ -36,11 +39,14 @@ std::string_view dtype_name(DType d) {
     case DType::f32: return "f32";
     case DType::bf16: return "bf16";
     case DType::f16: return "f16";
+    case DType::e4m3: return "e4m3";
+    case DType::e5m2: return "e5m2";
   }
   return "unknown";
 }
 
 DType parse_dtype(std::string_view name) {
+  // Output formats only: --dtype and the fixtures name the output's format.
   for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
     if (dtype_name(d) == name) return d;
   }
@@ -72,11 +78,15 @@ double round_to(DType d, double x) {
   const int ulp_exp = std::max(e, f.min_exp) - f.precision;
   // Scaling by a power of two is exact, and nearbyint rounds ties to even.
   const double r = std::ldexp(std::nearbyint(std::ldexp(x, -ulp_exp)), ulp_exp);
-  if (std::fabs(r) > f.max) return std::copysign(INFINITY, x);
+  if (std::fabs(r) > f.max) {
+    return d == DType::e4m3 ? std::numeric_limits<double>::quiet_NaN()
+                            : std::copysign(INFINITY, x);
+  }
   return r;
 }
 
 bool representable(DType d, double x) {
+  if (std::isinf(x) && d == DType::e4m3) return false;
   return std::isnan(x) || round_to(d, x) == x;
 }
 

@@ -83,8 +83,23 @@ bool Problem::has_empty_rows() const {
 }
 
 int64_t Problem::score_bytes(DType d) const {
-  const int64_t bytes = d == DType::f64 ? 8 : d == DType::f32 ? 4 : 2;
+  const bool fp8 = d == DType::e4m3 || d == DType::e5m2;
+  const int64_t bytes = d == DType::f64 ? 8 : d == DType::f32 ? 4 : fp8 ? 1 : 2;
   return score_elements() * bytes;
+}
+
+uint32_t Problem::v2_features() const {
+  uint32_t f = 0;
+  if (!sink.empty()) f |= ATTNCHECK_FEATURE_SINK;
+  if (packed) f |= ATTNCHECK_FEATURE_PACKED;
+  if (paged) f |= ATTNCHECK_FEATURE_PAGED_KV;
+  if (descale) f |= ATTNCHECK_FEATURE_DESCALE;
+  return f;
+}
+
+bool Problem::needs_v2() const {
+  return v2_features() != 0 || q_dtype.value_or(dtype) != dtype ||
+         kv_dtype.value_or(dtype) != dtype;
 }
 
 namespace {
@@ -120,9 +135,12 @@ void Problem::validate() const {
           "dims: batch, heads, kv_heads, tq, tk, dk and dv must be >= 1");
   require(heads % kv_heads == 0,
           fmt::format("kv_heads: {} does not divide heads = {}", kv_heads, heads));
-  check_tensor(q, "q", {batch, heads, tq, dk}, dtype);
-  check_tensor(k, "k", {batch, kv_heads, tk, dk}, dtype);
-  check_tensor(v, "v", {batch, kv_heads, tk, dv}, dtype);
+  require(dtype != DType::e4m3 && dtype != DType::e5m2,
+          fmt::format("dtype: {} is an input format only (outputs are f64, f32, bf16 or f16)",
+                      dtype_name(dtype)));
+  check_tensor(q, "q", {batch, heads, tq, dk}, q_dtype.value_or(dtype));
+  check_tensor(k, "k", {batch, kv_heads, tk, dk}, kv_dtype.value_or(dtype));
+  check_tensor(v, "v", {batch, kv_heads, tk, dv}, kv_dtype.value_or(dtype));
   if (!key_valid.empty()) {
     require(static_cast<int64_t>(key_valid.size()) == batch * tk,
             fmt::format("key_valid: {} entries, expected batch * tk = {}",
@@ -160,6 +178,17 @@ void Problem::validate() const {
   if (!dout.empty()) {
     require(static_cast<int64_t>(dout.size()) == batch * heads * tq * dv,
             "dout: size must be batch * heads * tq * dv");
+  }
+  if (!sink.empty()) {
+    require(static_cast<int64_t>(sink.size()) == heads,
+            fmt::format("sink: {} entries, expected heads = {}", sink.size(), heads));
+    for (double x : sink) require(std::isfinite(x), "sink: entries must be finite");
+  }
+  if (descale) {
+    for (double x : {descale->q, descale->k, descale->v}) {
+      require(std::isfinite(x) && x > 0,
+              fmt::format("descale: {} is not finite and positive", x));
+    }
   }
 }
 

@@ -131,6 +131,62 @@ std::optional<Broadcast<T>> get_broadcast(Reader& r) {
   return b;
 }
 
+// An optional value: a presence byte, then the value.
+template <typename T>
+void put_optional(Writer& w, const std::optional<T>& x) {
+  w.put<uint8_t>(x.has_value());
+  if (x) w.put(*x);
+}
+
+template <typename T>
+std::optional<T> get_optional(Reader& r) {
+  if (!r.get<uint8_t>()) return std::nullopt;
+  return r.get<T>();
+}
+
+// The version 2 parts of a problem, after the version 1 ones.
+void put_problem_v2(Writer& w, const Problem& p) {
+  put_optional(w, p.q_dtype);
+  put_optional(w, p.kv_dtype);
+  put_optional(w, p.descale);
+  w.put_vec(p.sink);
+  w.put<uint8_t>(p.packed.has_value());
+  if (p.packed) {
+    w.put_vec(p.packed->cu_seqlens_q);
+    w.put_vec(p.packed->cu_seqlens_k);
+  }
+  w.put<uint8_t>(p.paged.has_value());
+  if (p.paged) {
+    w.put_vec(p.paged->seqlens_k);
+    w.put_vec(p.paged->block_table);
+    for (int64_t x : {p.paged->block_table_stride, p.paged->page_size, p.paged->num_pages}) {
+      w.put(x);
+    }
+  }
+}
+
+void get_problem_v2(Reader& r, Problem& p) {
+  p.q_dtype = get_optional<DType>(r);
+  p.kv_dtype = get_optional<DType>(r);
+  p.descale = get_optional<Descales>(r);
+  p.sink = r.get_vec<double>();
+  if (r.get<uint8_t>()) {
+    PackedSeqs packed;
+    packed.cu_seqlens_q = r.get_vec<int64_t>();
+    packed.cu_seqlens_k = r.get_vec<int64_t>();
+    p.packed = std::move(packed);
+  }
+  if (r.get<uint8_t>()) {
+    PagedKv paged;
+    paged.seqlens_k = r.get_vec<int64_t>();
+    paged.block_table = r.get_vec<int64_t>();
+    for (int64_t* x : {&paged.block_table_stride, &paged.page_size, &paged.num_pages}) {
+      *x = r.get<int64_t>();
+    }
+    p.paged = std::move(paged);
+  }
+}
+
 void put_problem(Writer& w, const Problem& p) {
   w.put(p.dtype);
   for (int64_t x : {p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv}) w.put(x);
@@ -147,6 +203,7 @@ void put_problem(Writer& w, const Problem& p) {
   w.put(p.scale);
   w.put(p.softcap);
   w.put_vec(p.dout);
+  put_problem_v2(w, p);
 }
 
 Problem get_problem(Reader& r) {
@@ -168,6 +225,7 @@ Problem get_problem(Reader& r) {
   p.scale = r.get<double>();
   p.softcap = r.get<double>();
   p.dout = r.get_vec<double>();
+  get_problem_v2(r, p);
   return p;
 }
 
@@ -202,6 +260,7 @@ void put_info(Writer& w, const ImplInfo& i) {
   w.put_str(i.name);
   w.put(i.kind);
   w.put(i.dtypes);
+  w.put_vec(i.combos);
   w.put(i.features);
   w.put(i.empty_rows);
   w.put(i.precision);
@@ -216,6 +275,7 @@ ImplInfo get_info(Reader& r) {
   i.name = r.get_str();
   i.kind = r.get<Kind>();
   i.dtypes = r.get<uint32_t>();
+  i.combos = r.get_vec<DTypeCombo>();
   i.features = r.get<Features>();
   i.empty_rows = r.get<EmptyRowPolicy>();
   i.precision = r.get<PrecisionTraits>();
@@ -340,6 +400,7 @@ Writer answer(const Implementation& impl, const std::string& request) {
   ok.put_vec(b.dq);
   ok.put_vec(b.dk);
   ok.put_vec(b.dv);
+  ok.put_vec(b.dsink);
   return ok;
 }
 
@@ -714,6 +775,7 @@ class IsolatedImpl : public IsolatedImplementation {
     b.dq = r.get_vec<double>();
     b.dk = r.get_vec<double>();
     b.dv = r.get_vec<double>();
+    b.dsink = r.get_vec<double>();
     return b;
   }
 

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "attncheck/error.h"
 #include "attncheck/registry.h"
@@ -64,6 +66,51 @@ double f16_value(uint16_t bits) {
 
 namespace {
 
+// An fp8 format's bit layout: exponent bits and bias, mantissa bits.
+struct Fp8 {
+  int mantissa_bits, bias;
+  uint8_t nan;
+  bool has_infinity;
+};
+constexpr Fp8 kE4M3{3, 7, 0x7f, false};
+constexpr Fp8 kE5M2{2, 15, 0x7e, true};
+
+}  // namespace
+
+uint8_t fp8_bits(DType d, double x) {
+  const Fp8 f = d == DType::e4m3 ? kE4M3 : kE5M2;
+  if (std::isnan(x)) return f.nan;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::fabs(x);
+  if (std::isinf(a)) return f.has_infinity ? sign | 0x7c : f.nan;
+  if (a == 0) return sign;
+  // As in f16_bits: subnormals are m 2^(1 - bias - mantissa_bits), normals
+  // 1.f 2^e; both scale exactly to integers.
+  const int m = f.mantissa_bits;
+  if (a < std::ldexp(1.0, 1 - f.bias)) {
+    return sign | static_cast<uint8_t>(std::ldexp(a, f.bias - 1 + m));
+  }
+  const int e = std::ilogb(a);
+  const auto mantissa = static_cast<uint8_t>(std::ldexp(a, m - e) - std::ldexp(1.0, m));
+  return sign | static_cast<uint8_t>((e + f.bias) << m) | mantissa;
+}
+
+double fp8_value(DType d, uint8_t bits) {
+  const Fp8 f = d == DType::e4m3 ? kE4M3 : kE5M2;
+  const double sign = (bits & 0x80) ? -1.0 : 1.0;
+  const int m = f.mantissa_bits;
+  const int exponent = (bits & 0x7f) >> m;
+  const int mantissa = bits & ((1 << m) - 1);
+  if ((bits & 0x7f) == f.nan || (f.has_infinity && exponent == 0x1f && mantissa != 0)) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (f.has_infinity && exponent == 0x1f) return sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0) return sign * std::ldexp(mantissa, 1 - f.bias - m);
+  return sign * std::ldexp(mantissa + (1 << m), exponent - f.bias - m);
+}
+
+namespace {
+
 size_t element_size(DType d) {
   switch (d) {
     case DType::f64:
@@ -73,6 +120,9 @@ size_t element_size(DType d) {
     case DType::bf16:
     case DType::f16:
       return 2;
+    case DType::e4m3:
+    case DType::e5m2:
+      return 1;
   }
   return 8;
 }
@@ -91,6 +141,12 @@ uint64_t sentinel_bits(DType d) {
       return 0x7fdau;
     case DType::f16:
       return 0x7e5au;
+    // fp8 is never an output format; only NaN patterns would serve, and
+    // e4m3 has one.
+    case DType::e4m3:
+      return 0x7fu;
+    case DType::e5m2:
+      return 0x7du;
   }
   return 0;
 }
@@ -105,6 +161,10 @@ uint64_t guard_bits(DType d) {
       return 0x7fa5u;
     case DType::f16:
       return 0x7d5au;
+    case DType::e4m3:
+      return 0xffu;
+    case DType::e5m2:
+      return 0x7eu;
   }
   return 0;
 }
@@ -121,12 +181,15 @@ uint64_t load_bits(DType d, const unsigned char* at) {
       bits = u;
       break;
     }
-    default: {
+    case 2: {
       uint16_t u;
       std::memcpy(&u, at, 2);
       bits = u;
       break;
     }
+    default:
+      bits = *at;
+      break;
   }
   return bits;
 }
@@ -141,11 +204,14 @@ void store_bits(DType d, unsigned char* at, uint64_t bits) {
       std::memcpy(at, &u, 4);
       break;
     }
-    default: {
+    case 2: {
       const auto u = static_cast<uint16_t>(bits);
       std::memcpy(at, &u, 2);
       break;
     }
+    default:
+      *at = static_cast<unsigned char>(bits);
+      break;
   }
 }
 
@@ -167,6 +233,10 @@ void store_value(DType d, unsigned char* at, double x) {
     case DType::f16:
       store_bits(d, at, f16_bits(x));
       return;
+    case DType::e4m3:
+    case DType::e5m2:
+      store_bits(d, at, fp8_bits(d, x));
+      return;
   }
 }
 
@@ -186,6 +256,9 @@ double load_value(DType d, const unsigned char* at) {
       return bf16_value(static_cast<uint16_t>(load_bits(d, at)));
     case DType::f16:
       return f16_value(static_cast<uint16_t>(load_bits(d, at)));
+    case DType::e4m3:
+    case DType::e5m2:
+      return fp8_value(d, static_cast<uint8_t>(load_bits(d, at)));
   }
   return 0;
 }
@@ -375,13 +448,35 @@ class GuardedInput {
   std::vector<unsigned char> storage_, pristine_;
 };
 
-// The C problem of p, and the guarded buffers it points into.
+// The two layouts of the C ABI, as the code below uses them: the frozen
+// version 1 structs and plugin.h's version 2 ones. Every version 1 field
+// has the same name in both, so one template body serves the two.
+struct AbiV1 {
+  static constexpr uint32_t kVersion = ATTNCHECK_V1_ABI_VERSION;
+  using Descriptor = attncheck_v1_impl;
+  using CProblemT = attncheck_v1_problem;
+  using Outputs = attncheck_v1_outputs;
+  using Grads = attncheck_v1_grads;
+};
+struct AbiV2 {
+  static constexpr uint32_t kVersion = ATTNCHECK_ABI_VERSION;
+  using Descriptor = attncheck_impl;
+  using CProblemT = attncheck_problem;
+  using Outputs = attncheck_outputs;
+  using Grads = attncheck_grads;
+};
+static_assert(AbiV2::kVersion == 2, "plugin.h and this loader speak version 2");
+
+// The C problem of p, and the guarded buffers it points into. A version 1
+// problem ends at softcap (its abi_version is 1); a version 2 one carries
+// the formats, descales, sink and sequence layout of p.
+template <typename Abi>
 struct CProblem {
-  attncheck_problem c{};
+  typename Abi::CProblemT c{};
   std::vector<GuardedInput> inputs;
 
   explicit CProblem(const Problem& p) {
-    c.abi_version = ATTNCHECK_ABI_VERSION;
+    c.abi_version = Abi::kVersion;
     c.dtype = static_cast<uint32_t>(p.dtype);
     c.batch = p.batch;
     c.heads = p.heads;
@@ -390,16 +485,18 @@ struct CProblem {
     c.tk = p.tk;
     c.dk = p.dk;
     c.dv = p.dv;
-    inputs.reserve(7);
-    const size_t es = element_size(p.dtype);
+    // Every input is one guarded buffer; reserving keeps their addresses.
+    inputs.reserve(14);
     const auto add = [&](const char* name, const void* data, size_t bytes, size_t element) {
       return inputs.emplace_back(name, data, bytes, element).data();
     };
-    const std::vector<unsigned char> q = encode(p.dtype, p.q.data), k = encode(p.dtype, p.k.data),
-                                     v = encode(p.dtype, p.v.data);
-    c.q = add("q", q.data(), q.size(), es);
-    c.k = add("k", k.data(), k.size(), es);
-    c.v = add("v", v.data(), v.size(), es);
+    const DTypeCombo formats = combo_of(p);
+    const std::vector<unsigned char> q = encode(formats.q, p.q.data),
+                                     k = encode(formats.kv, p.k.data),
+                                     v = encode(formats.kv, p.v.data);
+    c.q = add("q", q.data(), q.size(), element_size(formats.q));
+    c.k = add("k", k.data(), k.size(), element_size(formats.kv));
+    c.v = add("v", v.data(), v.size(), element_size(formats.kv));
     copy_strides(c.q_strides, p.q.strides);
     copy_strides(c.k_strides, p.k.strides);
     copy_strides(c.v_strides, p.v.strides);
@@ -422,6 +519,32 @@ struct CProblem {
     c.window_right = p.window_right;
     c.scale = p.scale;
     c.softcap = p.softcap;
+    if constexpr (Abi::kVersion >= 2) {
+      c.q_dtype = static_cast<uint32_t>(formats.q);
+      c.kv_dtype = static_cast<uint32_t>(formats.kv);
+      const Descales descale = p.descale.value_or(Descales{});
+      c.q_descale = descale.q;
+      c.k_descale = descale.k;
+      c.v_descale = descale.v;
+      const auto add_all = [&](const char* name, const auto& values) {
+        using T = typename std::decay_t<decltype(values)>::value_type;
+        return values.empty() ? nullptr
+                              : static_cast<const T*>(add(name, values.data(),
+                                                          values.size() * sizeof(T), sizeof(T)));
+      };
+      c.sink = add_all("sink", p.sink);
+      if (p.packed) {
+        c.cu_seqlens_q = add_all("cu_seqlens_q", p.packed->cu_seqlens_q);
+        c.cu_seqlens_k = add_all("cu_seqlens_k", p.packed->cu_seqlens_k);
+      }
+      if (p.paged) {
+        c.seqlens_k = add_all("seqlens_k", p.paged->seqlens_k);
+        c.block_table = add_all("block_table", p.paged->block_table);
+        c.block_table_stride = p.paged->block_table_stride;
+        c.page_size = p.paged->page_size;
+        c.num_pages = p.paged->num_pages;
+      }
+    }
   }
 
   // Adds dout (backward) as one more guarded input; returns its data.
@@ -434,7 +557,8 @@ struct CProblem {
   }
 };
 
-std::string error_message(const attncheck_outputs& o) {
+template <typename Outputs>
+std::string error_message(const Outputs& o) {
   std::string m(o.error, strnlen(o.error, sizeof o.error));
   std::replace(m.begin(), m.end(), '\n', ' ');
   return m.empty() ? "(the plugin returned ATTNCHECK_ERROR without a message)" : m;
@@ -447,17 +571,30 @@ std::string bad_code(const std::string& who, const char* call, int code) {
       who, code, call);
 }
 
-PrecisionTraits precision_of(const attncheck_precision& p) {
+// A version 1 descriptor is widened to the version 2 model: S is not cast
+// (s_cast = accum), flush_to_zero speaks for every format, and the dtypes
+// bits are the combinations {d, d, d}.
+template <typename Descriptor>
+PrecisionTraits precision_of(const Descriptor& d) {
+  const auto& p = d.precision;
   PrecisionTraits t;
   t.accum = static_cast<DType>(p.accum);
   t.p_cast = static_cast<DType>(p.p_cast);
   t.exp_ulps = p.exp_ulps;
   t.flush_to_zero = p.flush_to_zero != 0;
   t.key_block = p.key_block;
+  t.s_cast = t.accum;
+  uint32_t ftz = 0;
+  if constexpr (std::is_same_v<Descriptor, attncheck_impl>) {
+    t.s_cast = static_cast<DType>(d.s_cast);
+    ftz = d.ftz_formats;
+  }
+  t.ftz_formats = ftz ? ftz : t.flush_to_zero ? kFtzAccum | kFtzPCast | kFtzOut : 0;
   return t;
 }
 
-Limits limits_of(const attncheck_limits& l) {
+template <typename CLimits>
+Limits limits_of(const CLimits& l) {
   Limits out;
   out.max_tq = l.max_tq;
   out.max_tk = l.max_tk;
@@ -469,16 +606,45 @@ Limits limits_of(const attncheck_limits& l) {
   return out;
 }
 
+// The formats d with {d, d, d} among combos, as dtypes bits.
+uint32_t uniform_dtypes(const std::vector<DTypeCombo>& combos) {
+  uint32_t bits = 0;
+  for (const DTypeCombo& c : combos) {
+    if (c.q == c.out && c.kv == c.out) bits |= dtype_bit(c.out);
+  }
+  return bits;
+}
+
+template <typename Descriptor>
+std::vector<DTypeCombo> combos_of(const Descriptor& d) {
+  std::vector<DTypeCombo> combos;
+  if constexpr (std::is_same_v<Descriptor, attncheck_impl>) {
+    for (uint32_t k = 0; k < d.n_combos; ++k) {
+      const attncheck_dtype_combo& c = d.combos[k];
+      combos.push_back({static_cast<DType>(c.q_dtype), static_cast<DType>(c.kv_dtype),
+                        static_cast<DType>(c.out_dtype)});
+    }
+    if (!combos.empty()) return combos;
+  }
+  for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (d.dtypes & dtype_bit(t)) combos.push_back({t, t, t});
+  }
+  return combos;
+}
+
+template <typename Abi>
 class PluginImpl : public Implementation {
  public:
-  PluginImpl(const attncheck_impl& d, const std::string& origin, std::shared_ptr<void> keep_alive)
+  PluginImpl(const typename Abi::Descriptor& d, const std::string& origin,
+             std::shared_ptr<void> keep_alive)
       : desc_(d), keep_alive_(std::move(keep_alive)) {
     info_.name = d.name;
     info_.kind = Kind::plugin;
-    info_.dtypes = d.dtypes;
+    info_.combos = combos_of(d);
+    info_.dtypes = uniform_dtypes(info_.combos);
     info_.features = d.features;
     info_.empty_rows = static_cast<EmptyRowPolicy>(d.empty_rows);
-    info_.precision = precision_of(d.precision);
+    info_.precision = precision_of(d);
     info_.limits = limits_of(d.limits);
     info_.description = "from " + origin;
     info_.origin = origin;
@@ -488,11 +654,12 @@ class PluginImpl : public Implementation {
   const ImplInfo& info() const override { return info_; }
 
   ForwardResult forward(const Problem& given) const override {
+    check_declared(given);
     std::lock_guard lock(mutex_);
     Problem packed;
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
-    CProblem cp(p);
+    CProblem<Abi> cp(p);
     const Shape out_shape{p.batch, p.heads, p.tq, p.dv};
     GuardedArray out("out", p.dtype, out_shape,
                      strided ? layout_like(p.q, {p.batch, p.heads, p.tq, p.dk}, out_shape)
@@ -506,7 +673,7 @@ class PluginImpl : public Implementation {
       const Shape s{p.batch, p.heads, p.tq, 1};
       lse.emplace("lse", DType::f64, s, contiguous(s));
     }
-    attncheck_outputs co;
+    typename Abi::Outputs co;
     std::memset(&co, 0, sizeof co);
     co.out = out.data();
     copy_strides(co.out_strides, out.strides());
@@ -543,12 +710,13 @@ class PluginImpl : public Implementation {
     if (!info_.has(ATTNCHECK_FEATURE_BACKWARD) || !desc_.backward) {
       return Implementation::backward(given);
     }
+    check_declared(given);
     std::lock_guard lock(mutex_);
     Problem packed;
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
-    CProblem cp(p);
-    attncheck_grads grads;
+    CProblem<Abi> cp(p);
+    typename Abi::Grads grads;
     std::memset(&grads, 0, sizeof grads);
     grads.dout = cp.add_dout(encode(p.dtype, p.dout), p.dtype);
     copy_strides(grads.dout_strides, contiguous({p.batch, p.heads, p.tq, p.dv}));
@@ -561,14 +729,24 @@ class PluginImpl : public Implementation {
     grads.dq = dq.data();
     grads.dk = dk.data();
     grads.dv = dv.data();
+    std::vector<const GuardedArray*> written{&dq, &dk, &dv};
+    std::optional<GuardedArray> dsink;
+    if constexpr (Abi::kVersion >= 2) {
+      if (!p.sink.empty()) {
+        const Shape s{1, 1, 1, p.heads};
+        dsink.emplace("dsink", DType::f64, s, contiguous(s));
+        grads.dsink = static_cast<double*>(dsink->data());
+        written.push_back(&*dsink);
+      }
+    }
     // Backward's outputs carry only the error message.
-    attncheck_outputs co;
+    typename Abi::Outputs co;
     std::memset(&co, 0, sizeof co);
 
     const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
 
     cp.check_inputs(who_);
-    for (const GuardedArray* g : {&dq, &dk, &dv}) g->check_guards(who_);
+    for (const GuardedArray* g : written) g->check_guards(who_);
     BackwardResult r;
     switch (code) {
       case ATTNCHECK_OK:
@@ -583,15 +761,30 @@ class PluginImpl : public Implementation {
       default:
         throw PluginContractError(bad_code(who_, "backward", code));
     }
-    for (const GuardedArray* g : {&dq, &dk, &dv}) g->check_written(who_);
+    for (const GuardedArray* g : written) g->check_written(who_);
     r.dq = dq.values();
     r.dk = dk.values();
     r.dv = dv.values();
+    if (dsink) r.dsink = dsink->values();
     return r;
   }
 
  private:
-  attncheck_impl desc_;
+  // SPEC 5.1: the harness never hands an implementation a version 2 part it
+  // did not declare, and a version 1 plugin none at all (its problem has no
+  // field for it).
+  void check_declared(const Problem& p) const {
+    const std::string part = undeclared_v2_part(info_, p);
+    if (part.empty()) return;
+    if (Abi::kVersion == 1) {
+      throw InputError(fmt::format(
+          "{} speaks ABI version 1, whose problem has no field for {}; it is not asked", who_,
+          part));
+    }
+    throw InputError(fmt::format("{} does not declare {}, which the problem needs", who_, part));
+  }
+
+  typename Abi::Descriptor desc_;
   std::shared_ptr<void> keep_alive_;
   ImplInfo info_;
   std::string who_;
@@ -601,7 +794,12 @@ class PluginImpl : public Implementation {
 
 constexpr uint32_t kKnownDtypes =
     (1u << ATTNCHECK_F64) | (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_BF16) | (1u << ATTNCHECK_F16);
-constexpr uint32_t kKnownFeatures = (ATTNCHECK_FEATURE_NONDETERMINISTIC << 1) - 1;
+constexpr uint32_t kKnownFeaturesV1 = (ATTNCHECK_FEATURE_NONDETERMINISTIC << 1) - 1;
+constexpr uint32_t kKnownFeaturesV2 = (ATTNCHECK_FEATURE_DESCALE << 1) - 1;
+constexpr uint32_t kKnownFtz = ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_P_CAST | ATTNCHECK_FTZ_OUT;
+// Bounds that only a garbage descriptor exceeds.
+constexpr uint32_t kMaxStructSize = 4096;
+constexpr uint32_t kMaxCombos = 256;
 
 // Reads a NUL-terminated C string of at most 255 characters, or nullopt.
 std::optional<std::string> bounded_string(const char* s) {
@@ -619,18 +817,50 @@ std::string dl_message(const std::string& opened) {
   return m;
 }
 
-}  // namespace
+std::string unknown_version(uint32_t version) {
+  return fmt::format(
+      "abi_version is {}, but this attncheck speaks ATTNCHECK_ABI_VERSION 1 and 2 (rebuild the "
+      "plugin against its plugin.h)",
+      version);
+}
 
-void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin) {
+// What is wrong with format code `code` in a descriptor of `version`, or
+// "": every field takes f64, f32, bf16 and f16; version 2's input formats
+// (`input`) take e4m3 and e5m2 too.
+std::string format_defect(uint32_t code, uint32_t version, bool input) {
+  const uint32_t last_known = version >= 2 ? ATTNCHECK_E5M2 : ATTNCHECK_F16;
+  if (code > last_known) return fmt::format("{} is no dtype", code);
+  if (code > ATTNCHECK_F16 && !input) {
+    return fmt::format("{} is {}, an input format only (this field takes f64, f32, bf16 or f16)",
+                       code, dtype_name(static_cast<DType>(code)));
+  }
+  return "";
+}
+
+template <typename Abi>
+void validate_descriptor(const typename Abi::Descriptor& d, size_t index,
+                         const std::string& origin) {
+  constexpr uint32_t version = Abi::kVersion;
   std::string where = fmt::format("{}: descriptor {}", origin, index);
   const auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
   // Nothing past abi_version is read from a descriptor of another version:
   // its layout may differ.
-  if (d.abi_version != ATTNCHECK_ABI_VERSION) {
-    fail(
-        fmt::format("abi_version is {}, but this attncheck speaks ATTNCHECK_ABI_VERSION {} "
-                    "(rebuild the plugin against its plugin.h)",
-                    d.abi_version, ATTNCHECK_ABI_VERSION));
+  if (d.abi_version != version) {
+    if (d.abi_version == 1 || d.abi_version == 2) {
+      fail(fmt::format("abi_version is {}, but the descriptor was read as version {}",
+                       d.abi_version, version));
+    }
+    fail(unknown_version(d.abi_version));
+  }
+  bool has_combos = false;
+  if constexpr (version >= 2) {
+    if (d.struct_size < sizeof(attncheck_impl)) {
+      fail(fmt::format(
+          "struct_size is {}, smaller than version 2's attncheck_impl ({} bytes): set it to "
+          "sizeof(attncheck_impl)",
+          d.struct_size, sizeof(attncheck_impl)));
+    }
+    has_combos = d.n_combos > 0;
   }
   if (!d.name) fail("name is NULL");
   const auto name = bounded_string(d.name);
@@ -638,11 +868,12 @@ void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std
   if (!valid_impl_name(*name))
     fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", *name));
   where += fmt::format(" (name '{}')", *name);
-  if (d.dtypes == 0) fail("declares no dtype (dtypes is 0)");
+  if (d.dtypes == 0 && !has_combos) fail("declares no dtype (dtypes is 0)");
   if (d.dtypes & ~kKnownDtypes)
     fail(fmt::format("unknown dtype bits {:#x}", d.dtypes & ~kKnownDtypes));
-  if (d.features & ~kKnownFeatures) {
-    fail(fmt::format("unknown feature bits {:#x}", d.features & ~kKnownFeatures));
+  const uint32_t known_features = version >= 2 ? kKnownFeaturesV2 : kKnownFeaturesV1;
+  if (d.features & ~known_features) {
+    fail(fmt::format("unknown feature bits {:#x}", d.features & ~known_features));
   }
   if (!d.forward) fail("forward is NULL");
   if ((d.features & ATTNCHECK_FEATURE_BACKWARD) && !d.backward) {
@@ -654,13 +885,13 @@ void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std
                     "ATTNCHECK_EMPTY_ROW_ZERO)",
                     d.empty_rows));
   }
-  if (d.precision.accum > ATTNCHECK_F16)
-    fail(fmt::format("precision.accum {} is no dtype", d.precision.accum));
-  if (d.precision.p_cast > ATTNCHECK_F16)
-    fail(fmt::format("precision.p_cast {} is no dtype", d.precision.p_cast));
+  if (const std::string e = format_defect(d.precision.accum, version, false); !e.empty())
+    fail("precision.accum " + e);
+  if (const std::string e = format_defect(d.precision.p_cast, version, false); !e.empty())
+    fail("precision.p_cast " + e);
   if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
   if (d.precision.key_block < 0) fail("precision.key_block is negative");
-  const attncheck_limits& l = d.limits;
+  const auto& l = d.limits;
   const std::pair<const char*, int64_t> limits[] = {
       {"max_tq", l.max_tq}, {"max_tk", l.max_tk}, {"max_batch_heads", l.max_batch_heads},
       {"dk_min", l.dk_min}, {"dk_max", l.dk_max}, {"dk_multiple", l.dk_multiple}};
@@ -671,12 +902,94 @@ void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std
     fail(fmt::format("limits.dk_min {} exceeds limits.dk_max {}", l.dk_min, l.dk_max));
   }
   if (l.dv_equals_dk > 1) fail("limits.dv_equals_dk must be 0 or 1");
+  if constexpr (version >= 2) {
+    if (const std::string e = format_defect(d.s_cast, version, false); !e.empty())
+      fail("s_cast " + e);
+    if (d.ftz_formats & ~kKnownFtz)
+      fail(fmt::format("unknown ftz_formats bits {:#x}", d.ftz_formats & ~kKnownFtz));
+    if (d.n_combos > kMaxCombos) fail(fmt::format("implausible n_combos {}", d.n_combos));
+    if (d.n_combos > 0 && !d.combos) fail(fmt::format("n_combos is {} but combos is NULL", d.n_combos));
+    for (uint32_t k = 0; k < d.n_combos; ++k) {
+      const attncheck_dtype_combo& c = d.combos[k];
+      const std::pair<const char*, std::string> fields[] = {
+          {"q_dtype", format_defect(c.q_dtype, version, true)},
+          {"kv_dtype", format_defect(c.kv_dtype, version, true)},
+          {"out_dtype", format_defect(c.out_dtype, version, false)}};
+      for (const auto& [field, e] : fields) {
+        if (!e.empty()) fail(fmt::format("combos[{}].{} {}", k, field, e));
+      }
+    }
+    if (has_combos && d.dtypes != 0) {
+      const uint32_t uniform = uniform_dtypes(combos_of(d));
+      if (d.dtypes != uniform) {
+        fail(fmt::format(
+            "dtypes {:#x} does not match combos: with combos, dtypes is 0 or the formats d "
+            "whose {{d, d, d}} is listed ({:#x})",
+            d.dtypes, uniform));
+      }
+    }
+  }
+}
+
+// The descriptors of one plugin's array, read at the stride of their
+// version; throws InputError naming the first defect.
+template <typename Abi>
+std::vector<std::shared_ptr<const Implementation>> load_descriptors(
+    const unsigned char* base, size_t count, size_t stride, const std::string& path,
+    const std::shared_ptr<void>& keep_alive) {
+  std::map<std::string, size_t> seen;
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned char* at = base + i * stride;
+    uint32_t version = 0;
+    std::memcpy(&version, at, sizeof version);
+    if (version != Abi::kVersion) {
+      throw InputError(fmt::format(
+          "{}: descriptor {}: abi_version is {}, but descriptor 0's is {} (all descriptors of a "
+          "plugin share one ABI version)",
+          path, i, version, Abi::kVersion));
+    }
+    typename Abi::Descriptor d;
+    std::memcpy(&d, at, sizeof d);
+    if constexpr (Abi::kVersion >= 2) {
+      if (d.struct_size != stride) {
+        throw InputError(fmt::format(
+            "{}: descriptor {}: struct_size is {}, but descriptor 0's is {} (the array stride)",
+            path, i, d.struct_size, stride));
+      }
+    }
+    validate_descriptor<Abi>(d, i, path);
+    const std::string name = d.name;
+    if (const auto [it, fresh] = seen.emplace(name, i); !fresh) {
+      throw InputError(fmt::format("{}: descriptor {} (name '{}'): descriptor {} has the same name",
+                                   path, i, name, it->second));
+    }
+    impls.push_back(std::make_shared<PluginImpl<Abi>>(d, path, keep_alive));
+  }
+  return impls;
+}
+
+}  // namespace
+
+void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin) {
+  validate_descriptor<AbiV2>(d, index, origin);
+}
+
+void validate_plugin_descriptor(const attncheck_v1_impl& d, size_t index,
+                                const std::string& origin) {
+  validate_descriptor<AbiV1>(d, index, origin);
 }
 
 std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
                                                        const std::string& origin,
                                                        std::shared_ptr<void> keep_alive) {
-  return std::make_shared<PluginImpl>(d, origin, std::move(keep_alive));
+  return std::make_shared<PluginImpl<AbiV2>>(d, origin, std::move(keep_alive));
+}
+
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_v1_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive) {
+  return std::make_shared<PluginImpl<AbiV1>>(d, origin, std::move(keep_alive));
 }
 
 std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path) {
@@ -697,12 +1010,15 @@ std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string
   if (!symbol) {
     throw InputError(path + ": does not export attncheck_plugin_impls (see attncheck/plugin.h)");
   }
-  // POSIX guarantees a data pointer from dlsym converts to a function pointer.
-  attncheck_plugin_impls_fn list = nullptr;
+  // The array's element type depends on its version, so it is read as
+  // bytes: POSIX guarantees a data pointer from dlsym converts to a
+  // function pointer, and the returned pointer is read through memcpy.
+  using ListFn = const void* (*)(size_t*);
+  ListFn list = nullptr;
   static_assert(sizeof list == sizeof symbol);
   std::memcpy(&list, &symbol, sizeof list);
   size_t count = 0;
-  const attncheck_impl* descriptors = list(&count);
+  const auto* descriptors = static_cast<const unsigned char*>(list(&count));
   if (!descriptors) throw InputError(path + ": attncheck_plugin_impls returned NULL");
   if (count == 0)
     throw InputError(path + ": attncheck_plugin_impls exports no implementation (count 0)");
@@ -710,18 +1026,29 @@ std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string
     throw InputError(
         fmt::format("{}: attncheck_plugin_impls gave an implausible count {}", path, count));
   }
-  std::map<std::string, size_t> seen;
-  std::vector<std::shared_ptr<const Implementation>> impls;
-  for (size_t i = 0; i < count; ++i) {
-    validate_plugin_descriptor(descriptors[i], i, path);
-    const std::string name = descriptors[i].name;
-    if (const auto [it, fresh] = seen.emplace(name, i); !fresh) {
-      throw InputError(fmt::format("{}: descriptor {} (name '{}'): descriptor {} has the same name",
-                                   path, i, name, it->second));
-    }
-    impls.push_back(make_plugin_impl(descriptors[i], path, keep_alive));
+  // SPEC 5.1: abi_version first, then the array at that version's stride.
+  uint32_t version = 0;
+  std::memcpy(&version, descriptors, sizeof version);
+  if (version == ATTNCHECK_V1_ABI_VERSION) {
+    return load_descriptors<AbiV1>(descriptors, count, sizeof(attncheck_v1_impl), path,
+                                   keep_alive);
   }
-  return impls;
+  if (version != ATTNCHECK_ABI_VERSION) {
+    throw InputError(fmt::format("{}: descriptor 0: {}", path, unknown_version(version)));
+  }
+  uint32_t stride = 0;
+  std::memcpy(&stride, descriptors + offsetof(attncheck_impl, struct_size), sizeof stride);
+  if (stride < sizeof(attncheck_impl)) {
+    throw InputError(fmt::format(
+        "{}: descriptor 0: struct_size is {}, smaller than version 2's attncheck_impl ({} "
+        "bytes): set it to sizeof(attncheck_impl)",
+        path, stride, sizeof(attncheck_impl)));
+  }
+  if (stride > kMaxStructSize) {
+    throw InputError(
+        fmt::format("{}: descriptor 0: implausible struct_size {}", path, stride));
+  }
+  return load_descriptors<AbiV2>(descriptors, count, stride, path, keep_alive);
 }
 
 std::vector<std::shared_ptr<const Implementation>> load_plugins(

@@ -11,10 +11,17 @@
  * (subtract the row max, exp, divide by the sum), out_i = sum_j a_j v_j and
  * lse_i = max + log(sum). Inputs are read through their strides.
  *
- * attncheck's own tests compile this file a second time with
- * -DATTNCHECK_EXAMPLE_BUG, which forgets the scale, to show the check
- * catches it. */
+ * It speaks version 2 of the ABI. Compiled with -DATTNCHECK_USE_V1_HEADER
+ * it is a version 1 plugin, built against the frozen attncheck/plugin_v1.h
+ * as plugins were before version 2, and must load and give the same
+ * results. attncheck's own tests build both, and compile this file once
+ * more with -DATTNCHECK_EXAMPLE_BUG, which forgets the scale, to show the
+ * check catches it. */
+#ifdef ATTNCHECK_USE_V1_HEADER
+#include <attncheck/plugin_v1.h>
+#else
 #include <attncheck/plugin.h>
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -136,15 +143,35 @@ DEFINE_FORWARD(forward_f32, float, expf, logf, 1)
    ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |           \
    ATTNCHECK_FEATURE_SCALE)
 
+/* Version 2's fields: the array stride, S not rounded before the softmax
+ * (s_cast = accum), flushing as precision.flush_to_zero says, and q = kv =
+ * out in each dtypes format. */
+#ifdef ATTNCHECK_USE_V1_HEADER
+#define EXAMPLE_V2_FIELDS(FORMAT)
+#else
+#define EXAMPLE_V2_FIELDS(FORMAT) \
+  , .struct_size = sizeof(attncheck_impl), .s_cast = (FORMAT), .ftz_formats = 0, \
+    .n_combos = 0, .combos = NULL
+#endif
+
 /* Each computes in its own format in one pass with the C library's exp,
  * which glibc keeps within 1 ulp; nothing is flushed to zero; no limits. */
+#define EXAMPLE_IMPL(SUFFIX, FORMAT, EMPTY_ROWS, FORWARD)                                 \
+  {.abi_version = ATTNCHECK_ABI_VERSION,                                                  \
+   .name = EXAMPLE_NAME(SUFFIX),                                                          \
+   .dtypes = 1u << (FORMAT),                                                              \
+   .features = EXAMPLE_FEATURES,                                                          \
+   .empty_rows = (EMPTY_ROWS),                                                            \
+   .precision = {.accum = (FORMAT), .p_cast = (FORMAT), .exp_ulps = 1, .flush_to_zero = 0, \
+                 .key_block = 0},                                                         \
+   .limits = {0, 0, 0, 0, 0, 0, 0},                                                       \
+   .forward = (FORWARD),                                                                  \
+   .backward = NULL,                                                                      \
+   .ctx = NULL EXAMPLE_V2_FIELDS(FORMAT)}
+
 static const attncheck_impl kImpls[] = {
-    {ATTNCHECK_ABI_VERSION, EXAMPLE_NAME("f64"), 1u << ATTNCHECK_F64, EXAMPLE_FEATURES,
-     ATTNCHECK_EMPTY_ROW_ZERO, {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0},
-     {0, 0, 0, 0, 0, 0, 0}, forward_f64, NULL, NULL},
-    {ATTNCHECK_ABI_VERSION, EXAMPLE_NAME("f32"), 1u << ATTNCHECK_F32, EXAMPLE_FEATURES,
-     ATTNCHECK_EMPTY_ROW_ERROR, {ATTNCHECK_F32, ATTNCHECK_F32, 1, 0, 0},
-     {0, 0, 0, 0, 0, 0, 0}, forward_f32, NULL, NULL},
+    EXAMPLE_IMPL("f64", ATTNCHECK_F64, ATTNCHECK_EMPTY_ROW_ZERO, forward_f64),
+    EXAMPLE_IMPL("f32", ATTNCHECK_F32, ATTNCHECK_EMPTY_ROW_ERROR, forward_f32),
 };
 
 #if defined(__GNUC__)

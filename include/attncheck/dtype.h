@@ -10,25 +10,32 @@
 namespace attncheck {
 
 /// Element format of q, k, v and out (values travel as doubles inside the
-/// harness and are always exactly representable in this format).
+/// harness and are always exactly representable in this format). e4m3 and
+/// e5m2 (ABI version 2) are input formats only, never an output's; nothing
+/// generates them yet and parse_dtype does not accept them.
 enum class DType : uint32_t {
   f64 = ATTNCHECK_F64,
   f32 = ATTNCHECK_F32,
   bf16 = ATTNCHECK_BF16,
   f16 = ATTNCHECK_F16,
+  e4m3 = ATTNCHECK_E4M3,  ///< OCP fp8 "FN": 3 mantissa bits, no infinities
+  e5m2 = ATTNCHECK_E5M2,  ///< fp8: 2 mantissa bits, IEEE infinities and NaN
 };
 
 /// Bit (1u << dtype) of a dtype inside a dtype set.
 constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }
 
-/// "f64", "f32", "bf16" or "f16".
+/// "f64", "f32", "bf16", "f16", "e4m3" or "e5m2".
 std::string_view dtype_name(DType d);
 
-/// Parses a dtype name; throws std::invalid_argument naming the text.
+/// Parses the name of an output format (f64, f32, bf16 or f16: the fp8
+/// formats are rejected until the harness generates them); throws
+/// InputError naming the text.
 DType parse_dtype(std::string_view name);
 
 /// Unit roundoff u = 2^-p of the format (half an ulp of 1): 2^-53 for f64,
-/// 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16.
+/// 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16, 2^-4 for e4m3, 2^-3 for
+/// e5m2.
 double unit_roundoff(DType d);
 
 /// Half the smallest positive subnormal (the absolute underflow error of
@@ -40,7 +47,8 @@ double underflow_unit(DType d, bool flush_to_zero);
 double max_finite(DType d);
 
 /// Rounds x to the nearest value of format d (ties to even); the result is
-/// returned as a double, exactly.
+/// returned as a double, exactly. Beyond the largest finite value it is an
+/// infinity, or NaN for e4m3, which has none.
 double round_to(DType d, double x);
 
 /// True when x is exactly representable in format d.

@@ -2,6 +2,7 @@
 // What an implementation under test is: its declaration (name, kind, dtypes,
 // features, empty-row policy, precision traits, limits) and its forward pass.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,13 +28,41 @@ enum class EmptyRowPolicy : uint32_t {
 /// Feature bits (ATTNCHECK_FEATURE_* of plugin.h).
 using Features = uint32_t;
 
+/// Bits of PrecisionTraits::ftz_formats: whose subnormals are flushed.
+inline constexpr uint32_t kFtzAccum = ATTNCHECK_FTZ_ACCUM;  ///< the accumulation format's
+inline constexpr uint32_t kFtzPCast = ATTNCHECK_FTZ_P_CAST;  ///< P's, after its cast
+inline constexpr uint32_t kFtzOut = ATTNCHECK_FTZ_OUT;      ///< the output's
+
 /// The arithmetic an implementation declares; tolerances derive from it.
+/// The version 2 traits (s_cast, ftz_formats) default to what a version 1
+/// declaration means.
 struct PrecisionTraits {
   DType accum = DType::f64;   ///< format of score and sum accumulation
   DType p_cast = DType::f64;  ///< format P is rounded to before P.V
   uint32_t exp_ulps = 0;      ///< error of its exp, in ulps of accum
-  bool flush_to_zero = false; ///< subnormals flushed
+  bool flush_to_zero = false; ///< subnormals flushed (all formats, unless ftz_formats)
   int64_t key_block = 0;      ///< online-softmax block size; 0 = one pass
+  /// Format S is rounded to before softmax; nullopt = accum (not cast).
+  std::optional<DType> s_cast;
+  /// kFtz* bits of the formats whose subnormals are flushed; 0 = flush_to_zero
+  /// decides for all of them.
+  uint32_t ftz_formats = 0;
+
+  /// The format S is rounded to before softmax.
+  DType s_cast_format() const { return s_cast.value_or(accum); }
+  /// Whether the format of kFtz* bit `which` flushes subnormals.
+  bool flushes(uint32_t which) const {
+    return ftz_formats ? (ftz_formats & which) != 0 : flush_to_zero;
+  }
+};
+
+/// A combination of formats an implementation supports: q, k / v, and the
+/// output (out, dout and the gradients).
+struct DTypeCombo {
+  DType q = DType::f64;
+  DType kv = DType::f64;
+  DType out = DType::f64;
+  friend bool operator==(const DTypeCombo&, const DTypeCombo&) = default;
 };
 
 /// Shape limits; 0 = no limit.
@@ -47,7 +76,7 @@ struct Limits {
 struct ImplInfo {
   std::string name;  ///< unique, [a-z0-9_.-]+
   Kind kind = Kind::reference;
-  uint32_t dtypes = 0;  ///< dtype_bit() per supported dtype
+  uint32_t dtypes = 0;  ///< dtype_bit() of each d with q = kv = out = d supported
   Features features = 0;
   EmptyRowPolicy empty_rows = EmptyRowPolicy::error;
   PrecisionTraits precision;
@@ -57,10 +86,48 @@ struct ImplInfo {
   std::string caught_by;
   /// For kind plugin: the path of the shared object it came from.
   std::string origin;
+  /// Every supported combination of formats; empty: {d, d, d} for each
+  /// dtypes bit, as before version 2.
+  std::vector<DTypeCombo> combos;
 
   bool has(Features f) const { return (features & f) == f; }
   bool supports(DType d) const { return (dtypes & dtype_bit(d)) != 0; }
+  /// Whether the combination of formats c is declared.
+  bool supports(const DTypeCombo& c) const {
+    if (combos.empty()) return c.q == c.out && c.kv == c.out && supports(c.out);
+    return std::find(combos.begin(), combos.end(), c) != combos.end();
+  }
 };
+
+/// The formats a problem uses: {q, k / v, output}.
+inline DTypeCombo combo_of(const Problem& p) {
+  return {p.q_dtype.value_or(p.dtype), p.kv_dtype.value_or(p.dtype), p.dtype};
+}
+
+/// The first version 2 part of `p` that `info` does not declare, as a
+/// phrase naming the feature bit or the formats ("" when it declares all
+/// of them). Version 1 parts (masks, strides, limits, ...) are not judged
+/// here. Whoever hands a problem to an implementation checks this first:
+/// the harness never asks for a version 2 feature an implementation did
+/// not declare.
+inline std::string undeclared_v2_part(const ImplInfo& info, const Problem& p) {
+  const std::pair<Features, const char*> bits[] = {
+      {ATTNCHECK_FEATURE_SINK, "ATTNCHECK_FEATURE_SINK (a sink)"},
+      {ATTNCHECK_FEATURE_PACKED, "ATTNCHECK_FEATURE_PACKED (packed sequences)"},
+      {ATTNCHECK_FEATURE_PAGED_KV, "ATTNCHECK_FEATURE_PAGED_KV (paged keys and values)"},
+      {ATTNCHECK_FEATURE_DESCALE, "ATTNCHECK_FEATURE_DESCALE (descales)"},
+  };
+  const Features needed = p.v2_features();
+  for (const auto& [bit, phrase] : bits) {
+    if ((needed & bit) && !info.has(bit)) return phrase;
+  }
+  const DTypeCombo c = combo_of(p);
+  if (!info.supports(c)) {
+    return std::string("the formats q ") + std::string(dtype_name(c.q)) + ", k/v " +
+           std::string(dtype_name(c.kv)) + ", out " + std::string(dtype_name(c.out));
+  }
+  return "";
+}
 
 /// Outcome of one call.
 enum class Status { ok, error, unsupported };
@@ -95,6 +162,7 @@ struct BackwardResult {
   std::vector<double> dq;  ///< [b][h][tq][dk]
   std::vector<double> dk;  ///< [b][kv_h][tk][dk]
   std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+  std::vector<double> dsink;  ///< [heads] when the problem has a sink, else empty
 
   static BackwardResult failure(std::string message) {
     BackwardResult r;

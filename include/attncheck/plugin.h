@@ -1,12 +1,21 @@
-/* attncheck C ABI, version 1: the stable contract between the harness and
+/* attncheck C ABI, version 2: the stable contract between the harness and
  * out-of-tree implementations (SPEC section 5.1). Plain C, no C++ types.
  * A plugin is a shared library exporting
  *
  *   const attncheck_impl* attncheck_plugin_impls(size_t* count);
  *
- * which returns a static array of *count descriptors. */
+ * which returns a static array of *count descriptors, all of one
+ * abi_version. Version 2 only appends: every version 1 field keeps its
+ * offset, attncheck_precision is unchanged, and the descriptor, problem and
+ * grads grow at their end. Plugins built against version 1 (the frozen
+ * attncheck/plugin_v1.h) keep loading: the harness reads abi_version first
+ * and uses that version's layout. */
 #ifndef ATTNCHECK_PLUGIN_H_
 #define ATTNCHECK_PLUGIN_H_
+
+#ifdef ATTNCHECK_PLUGIN_V1_PLAIN_NAMES_
+#error "attncheck/plugin_v1.h already declared the version 1 names: include one of the two, or define ATTNCHECK_PLUGIN_V1_VERSIONED_ONLY before plugin_v1.h"
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,13 +24,18 @@
 extern "C" {
 #endif
 
-#define ATTNCHECK_ABI_VERSION 1u
+#define ATTNCHECK_ABI_VERSION 2u
 
 /* dtypes: of q, k, v, out, dout, dq, dk, dv */
 #define ATTNCHECK_F64  0u
 #define ATTNCHECK_F32  1u
 #define ATTNCHECK_BF16 2u
 #define ATTNCHECK_F16  3u
+/* fp8 storage formats, version 2: inputs only (q_dtype, kv_dtype), never
+   the output's. E4M3 is OCP "FN": 3 mantissa bits, no infinities, largest
+   448; E5M2: 2 mantissa bits, IEEE infinities and NaN, largest 57344. */
+#define ATTNCHECK_E4M3 4u
+#define ATTNCHECK_E5M2 5u
 
 #define ATTNCHECK_ALIGN_TOP_LEFT     0u
 #define ATTNCHECK_ALIGN_BOTTOM_RIGHT 1u
@@ -52,6 +66,16 @@ extern "C" {
 #define ATTNCHECK_FEATURE_SCALE              (1u << 13) /* honours a scale other
                                                            than the default */
 #define ATTNCHECK_FEATURE_NONDETERMINISTIC   (1u << 14)
+/* version 2 */
+#define ATTNCHECK_FEATURE_SINK        (1u << 15) /* a per-head logit sink */
+#define ATTNCHECK_FEATURE_PACKED      (1u << 16) /* cu_seqlens for q and k/v */
+#define ATTNCHECK_FEATURE_PAGED_KV    (1u << 17) /* k/v in pages, block_table */
+#define ATTNCHECK_FEATURE_DESCALE     (1u << 18) /* per-tensor descales */
+
+/* ftz_formats bits of a version 2 descriptor: whose subnormals are flushed */
+#define ATTNCHECK_FTZ_ACCUM  (1u << 0) /* the accumulation format's */
+#define ATTNCHECK_FTZ_P_CAST (1u << 1) /* P's, after its cast */
+#define ATTNCHECK_FTZ_OUT    (1u << 2) /* the output's */
 
 typedef struct attncheck_problem {
   uint32_t abi_version;             /* ATTNCHECK_ABI_VERSION */
@@ -70,6 +94,25 @@ typedef struct attncheck_problem {
   int64_t window_left, window_right; /* -1 = unbounded */
   double scale;                     /* multiplies q.k */
   double softcap;                   /* 0 = off */
+  /* version 2: a version 1 plugin receives a version 1 problem, which ends
+     above, and never one that needs the fields below */
+  uint32_t q_dtype;                 /* format of q (dtype: out, dout and
+                                       gradients) */
+  uint32_t kv_dtype;                /* format of k and v */
+  double q_descale;                 /* logical q = stored q * q_descale; 1 = none */
+  double k_descale;                 /* likewise for k; 1 = none */
+  double v_descale;                 /* likewise for v; 1 = none */
+  const double* sink;               /* [heads] logit sinks, or NULL */
+  const int64_t* cu_seqlens_q;      /* [batch + 1] offsets of packed queries,
+                                       or NULL (dense queries) */
+  const int64_t* cu_seqlens_k;      /* [batch + 1] offsets of packed keys, or
+                                       NULL (dense or paged keys) */
+  const int64_t* seqlens_k;         /* [batch] keys per sequence, paged only */
+  const int64_t* block_table;       /* [batch][block_table_stride] pages of
+                                       each sequence, or NULL (not paged) */
+  int64_t block_table_stride;       /* row length of block_table */
+  int64_t page_size;                /* key slots per page */
+  int64_t num_pages;                /* pages in k and v: [page][kv_h][slot][d] */
 } attncheck_problem;
 
 typedef struct attncheck_outputs {
@@ -84,8 +127,11 @@ typedef struct attncheck_grads {
   void* dq;                         /* [b][h][tq][dk] contiguous, dtype */
   void* dk;                         /* [b][kv_h][tk][dk] contiguous */
   void* dv;                         /* [b][kv_h][tk][dv] contiguous */
+  /* version 2 */
+  double* dsink;                    /* [heads], when the problem has a sink */
 } attncheck_grads;
 
+/* Frozen at its version 1 layout: it sits inside the descriptor. */
 typedef struct attncheck_precision {
   uint32_t accum;                   /* dtype of score / sum accumulation */
   uint32_t p_cast;                  /* dtype P is rounded to before P.V
@@ -102,6 +148,14 @@ typedef struct attncheck_limits {   /* 0 = no limit */
   uint32_t dv_equals_dk;            /* 1 if dv must equal dk */
 } attncheck_limits;
 
+/* One supported combination of formats (version 2). */
+typedef struct attncheck_dtype_combo {
+  uint32_t q_dtype;                 /* format of q */
+  uint32_t kv_dtype;                /* format of k and v */
+  uint32_t out_dtype;               /* format of out, dout and the gradients:
+                                       F64, F32, BF16 or F16 */
+} attncheck_dtype_combo;
+
 typedef struct attncheck_impl {
   uint32_t abi_version;
   const char* name;                 /* unique, [a-z0-9_.-]+ */
@@ -117,6 +171,19 @@ typedef struct attncheck_impl {
   int (*backward)(void* ctx, const attncheck_problem*, attncheck_grads*,
                   attncheck_outputs*);
   void* ctx;
+  /* version 2: every field above keeps its version 1 offset */
+  uint32_t struct_size;             /* sizeof(attncheck_impl) as compiled: the
+                                       array stride */
+  uint32_t s_cast;                  /* format S is rounded to before softmax
+                                       (= precision.accum when not cast) */
+  uint32_t ftz_formats;             /* ATTNCHECK_FTZ_* whose subnormals are
+                                       flushed; 0 = precision.flush_to_zero
+                                       decides for all */
+  uint32_t n_combos;                /* entries of combos; 0: q = kv = out for
+                                       each dtypes bit */
+  const attncheck_dtype_combo* combos; /* every supported {q, kv, out}; with
+                                       combos, dtypes must be 0 or the formats
+                                       d whose {d, d, d} is listed */
 } attncheck_impl;
 
 /* The one symbol a plugin exports. */

@@ -2,7 +2,9 @@
 // Loading out-of-tree implementations through the C ABI of plugin.h: the
 // shared object is opened with dlopen, every descriptor it exports is
 // checked, and each becomes an Implementation of kind `plugin` whose calls
-// convert problems to the C structs and guard every output buffer.
+// convert problems to the C structs and guard every output buffer. Both
+// versions of the ABI load: version 1 through the frozen structs of
+// plugin_v1.h (attncheck_v1_*), version 2 through plugin.h's.
 
 #include <cstdint>
 #include <functional>
@@ -13,6 +15,10 @@
 
 #include "attncheck/implementation.h"
 #include "attncheck/plugin.h"
+#ifndef ATTNCHECK_PLUGIN_V1_VERSIONED_ONLY
+#define ATTNCHECK_PLUGIN_V1_VERSIONED_ONLY
+#endif
+#include "attncheck/plugin_v1.h"
 
 namespace attncheck {
 
@@ -45,13 +51,30 @@ uint16_t f16_bits(double x);
 /// The value of an f16 bit pattern, exactly.
 double f16_value(uint16_t bits);
 
-/// Checks descriptor number `index` of the shared object `origin` against
-/// SPEC 5.1: ABI version, a valid name, dtypes and features of known bits
-/// only (at least one dtype), a forward function (and a backward one when
-/// FEATURE_BACKWARD is declared), a known empty-row policy, known precision
-/// formats and sane limits. Throws InputError with one line of the form
+/// The bit pattern of x in the fp8 format d (DType::e4m3 or e5m2), which x
+/// must be exactly representable in (NaN becomes the format's NaN; an
+/// infinity, which e4m3 lacks, becomes its NaN).
+uint8_t fp8_bits(DType d, double x);
+
+/// The value of a bit pattern of the fp8 format d, exactly.
+double fp8_value(DType d, uint8_t bits);
+
+/// Checks version 2 descriptor number `index` of the shared object `origin`
+/// against SPEC 5.1: abi_version 2 and a struct_size of at least
+/// sizeof(attncheck_impl), a valid name, dtypes and features of known bits
+/// only (at least one dtype or combination), a forward function (and a
+/// backward one when FEATURE_BACKWARD is declared), a known empty-row
+/// policy, known precision formats (accum, p_cast, s_cast: f64, f32, bf16
+/// or f16), known ftz_formats bits, sane limits, and combos of known
+/// formats (outputs never fp8) that agree with dtypes when both are given.
+/// Throws InputError with one line of the form
 /// "ORIGIN: descriptor I (name 'x'): what is wrong".
 void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin);
+
+/// The same checks for a version 1 descriptor (abi_version 1, the version 1
+/// feature bits and formats only).
+void validate_plugin_descriptor(const attncheck_v1_impl& d, size_t index,
+                                const std::string& origin);
 
 /// Wraps a valid descriptor as an Implementation of kind `plugin`. Its
 /// forward converts the problem to an attncheck_problem in the real dtype
@@ -63,16 +86,33 @@ void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std
 /// UNSUPPORTED; contract violations throw PluginContractError. Calls are
 /// serialised with a mutex, so one descriptor is never entered from two
 /// threads at once. `keep_alive` is held as long as the implementation
-/// lives (the dlopen handle).
+/// lives (the dlopen handle). The problem it hands over is version 2 (its
+/// abi_version 2, the formats, descales, sink and sequence layout filled,
+/// dsink asked for when there is a sink); a problem that needs a version 2
+/// part the descriptor does not declare (undeclared_v2_part) is refused
+/// with InputError before the plugin is called.
 std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive = {});
+
+/// The same for a version 1 descriptor, widened to the C++ model (s_cast =
+/// accum, flush_to_zero for every format, a combination {d, d, d} per
+/// dtypes bit). It is handed version 1 problems (abi_version 1) and never
+/// one that needs a field of version 2: that is refused with InputError
+/// before the plugin is called.
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_v1_impl& d,
                                                        const std::string& origin,
                                                        std::shared_ptr<void> keep_alive = {});
 
 /// Opens the shared object at `path` (RTLD_NOW | RTLD_LOCAL), calls its
 /// attncheck_plugin_impls and returns one implementation per descriptor, in
-/// the plugin's order. Throws InputError with one line naming the file and
-/// the problem: missing file, not a loadable shared object, missing symbol,
-/// no descriptors, an invalid descriptor, or two descriptors of one name.
+/// the plugin's order. The array is read by its first descriptor's
+/// abi_version: version 1 at the stride sizeof(attncheck_v1_impl), version
+/// 2 at its struct_size. Throws InputError with one line naming the file
+/// and the problem: missing file, not a loadable shared object, missing
+/// symbol, no descriptors, an unknown abi_version, descriptors of mixed
+/// versions, a struct_size smaller than version 2's, an invalid
+/// descriptor, or two descriptors of one name.
 std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path);
 
 /// How one plugin file becomes implementations: load_plugin in this

@@ -65,8 +65,31 @@ struct Broadcast {
   }
 };
 
+/// Per-tensor descales (SPEC 1.1): the logical value of an input element is
+/// its stored value times the descale.
+struct Descales {
+  double q = 1.0, k = 1.0, v = 1.0;
+};
+
+/// Packed variable-length sequences (SPEC 1.1): sequence b owns query rows
+/// cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (key rows likewise).
+struct PackedSeqs {
+  std::vector<int64_t> cu_seqlens_q;  ///< [batch + 1]; empty = dense queries
+  std::vector<int64_t> cu_seqlens_k;  ///< [batch + 1]; empty = dense or paged keys
+};
+
+/// Paged K/V (SPEC 1.1): key j of sequence b is slot j % page_size of page
+/// block_table[b * block_table_stride + j / page_size].
+struct PagedKv {
+  std::vector<int64_t> seqlens_k;    ///< [batch] keys per sequence
+  std::vector<int64_t> block_table;  ///< [batch][block_table_stride]
+  int64_t block_table_stride = 0, page_size = 0, num_pages = 0;
+};
+
 /// One scaled dot-product attention problem (SPEC section 1). Values are
-/// doubles exactly representable in `dtype`.
+/// doubles exactly representable in their format (`dtype`, or q_dtype /
+/// kv_dtype for the inputs when set). The version 2 parts (SPEC 1.1) are
+/// optional and absent by default: such a problem is a version 1 problem.
 struct Problem {
   DType dtype = DType::f64;
   int64_t batch = 1, heads = 1, kv_heads = 1, tq = 1, tk = 1, dk = 1, dv = 1;
@@ -82,6 +105,22 @@ struct Problem {
   double scale = 1.0;    ///< multiplies q.k
   double softcap = 0.0;  ///< 0 = off
   std::vector<double> dout;  ///< [batch][heads][tq][dv]; empty = none
+
+  // ---- version 2 (SPEC 1.1); the defaults are a version 1 problem ----
+  std::optional<DType> q_dtype;   ///< format of q; nullopt = dtype
+  std::optional<DType> kv_dtype;  ///< format of k and v; nullopt = dtype
+  std::optional<Descales> descale;  ///< nullopt = none (all 1)
+  std::vector<double> sink;         ///< [heads] logit sinks; empty = none
+  std::optional<PackedSeqs> packed;  ///< nullopt = dense
+  std::optional<PagedKv> paged;      ///< nullopt = keys not paged
+
+  /// The ATTNCHECK_FEATURE_* bits of version 2 this problem needs: SINK,
+  /// PACKED, PAGED_KV and DESCALE for the parts that are present.
+  uint32_t v2_features() const;
+
+  /// True when some field of version 2 is needed to state the problem: a
+  /// version 2 feature, or an input format other than dtype.
+  bool needs_v2() const;
 
   /// A problem of the given shape with contiguous zero tensors and the
   /// default scale.

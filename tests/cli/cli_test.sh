@@ -154,6 +154,19 @@ else
     echo "FAIL: --plugin without --impl ran built-in implementations"
     failures=$((failures + 1))
   fi
+  # Built against the frozen version 1 header, as plugins were before ABI
+  # version 2: the same implementations, checked the same way.
+  expect 0 "check of a version 1 plugin" -- check --plugin "$plugins/libexample_plugin_v1.so" --property MatchesOracle --property EmptyRowsAreRejected
+  contains out.txt "^passed *example_c_f64 *f64 *MatchesOracle" "the version 1 plugin's f64 implementation is checked"
+  contains out.txt "^passed *example_c_f32 *f32 *EmptyRowsAreRejected" "the version 1 plugin's f32 implementation is checked"
+  expect 0 "the version 2 example, whole catalog" -- check --plugin "$example" --seed 7
+  cp out.txt example-v2.txt
+  expect 0 "the version 1 example, whole catalog" -- check --plugin "$plugins/libexample_plugin_v1.so" --seed 7
+  if ! cmp -s out.txt example-v2.txt; then
+    echo "FAIL: the example built against plugin_v1.h and plugin.h gives different results"
+    diff example-v2.txt out.txt | head -10
+    failures=$((failures + 1))
+  fi
   expect 0 "--impl selects among a plugin's implementations and built-ins" -- check --plugin "$example" --impl example_c_f32 --impl loop_f64 --property RowSumsToOne
   contains out.txt "^passed *example_c_f32" "the selected plugin implementation ran"
   contains out.txt "^passed *loop_f64" "the selected built-in ran"
@@ -167,12 +180,15 @@ else
   echo "not a shared object" >fake.so
   usage_error "plugin not a shared object" "fake.so: cannot load it as a shared object" -- check --plugin fake.so
   usage_error "plugin without the symbol" "does not export attncheck_plugin_impls" -- check --plugin "$plugins/libplugin_no_symbol.so"
-  usage_error "plugin of another ABI version" "descriptor 0: abi_version is 2" -- check --plugin "$plugins/libplugin_bad_abi.so"
+  usage_error "plugin of an unknown ABI version" "descriptor 0: abi_version is 3, but this attncheck speaks ATTNCHECK_ABI_VERSION 1 and 2" -- check --plugin "$plugins/libplugin_bad_abi.so"
+  usage_error "plugin of mixed ABI versions" "descriptor 1: abi_version is 1, but descriptor 0's is 2" -- check --plugin "$plugins/libplugin_mixed_abi.so"
+  usage_error "plugin whose struct_size is version 1's" "descriptor 0: struct_size is 136, smaller than version 2's" -- check --plugin "$plugins/libplugin_small_struct.so"
+  usage_error "plugin with a combination of an unknown dtype" "combos\[1\].q_dtype 9 is no dtype" -- check --plugin "$plugins/libplugin_bad_combo.so"
   usage_error "plugin with a NULL name" "descriptor 0: name is NULL" -- check --plugin "$plugins/libplugin_null_name.so"
   usage_error "plugin without a dtype" "declares no dtype" -- check --plugin "$plugins/libplugin_no_dtype.so"
   usage_error "plugin with unknown feature bits" "descriptor 0 (name 'bad_descriptor'): unknown feature bits 0x8000" -- check --plugin "$plugins/libplugin_bad_feature.so"
   usage_error "plugin named like a built-in" "'loop_f64' has the name of a built-in" -- check --plugin "$plugins/libplugin_builtin_name.so"
-  usage_error "a bad plugin stops replay too" "abi_version is 2" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json" --plugin "$plugins/libplugin_bad_abi.so"
+  usage_error "a bad plugin stops replay too" "abi_version is 3" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json" --plugin "$plugins/libplugin_bad_abi.so"
 
   expect 1 "a plugin writing outside its output fails" -- check --plugin "$plugins/libplugin_misbehaving.so" --property MatchesOracle --cases 5
   contains out.txt "writes_past_out.*wrote outside its output: out element at offset" "out-of-bounds write named"

@@ -30,5 +30,24 @@ TEST(DType, RoundsToNearestEven) {
   EXPECT_THROW(parse_dtype("f8"), InputError);
 }
 
+TEST(DType, Fp8FormatsAreKnownButNotParsed) {
+  EXPECT_EQ(dtype_name(DType::e4m3), "e4m3");
+  EXPECT_EQ(dtype_name(DType::e5m2), "e5m2");
+  EXPECT_EQ(unit_roundoff(DType::e4m3), 0x1p-4);
+  EXPECT_EQ(unit_roundoff(DType::e5m2), 0x1p-3);
+  EXPECT_EQ(max_finite(DType::e4m3), 448.0);
+  EXPECT_EQ(max_finite(DType::e5m2), 57344.0);
+  EXPECT_TRUE(representable(DType::e4m3, 0x1p-9));   // smallest subnormal
+  EXPECT_FALSE(representable(DType::e4m3, 0x1p-10));
+  EXPECT_TRUE(representable(DType::e5m2, 0x1p-16));
+  EXPECT_EQ(round_to(DType::e4m3, 464.0), 448.0);  // tie: to even
+  EXPECT_TRUE(std::isnan(round_to(DType::e4m3, 480.0)));  // no infinity
+  EXPECT_TRUE(std::isinf(round_to(DType::e5m2, 65536.0)));
+  EXPECT_FALSE(representable(DType::e4m3, INFINITY));
+  // Input formats only, and not generated yet: --dtype rejects them.
+  EXPECT_THROW(parse_dtype("e4m3"), InputError);
+  EXPECT_THROW(parse_dtype("e5m2"), InputError);
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -192,10 +192,42 @@ attncheck_impl descriptor(uint32_t features) {
   d.precision = {ATTNCHECK_F64, ATTNCHECK_F64, 0, 0, 0};
   d.forward = copy_forward;
   d.backward = copy_backward;
+  d.struct_size = sizeof(attncheck_impl);
+  d.s_cast = ATTNCHECK_F64;
   return d;
 }
 
-std::string rejection(const attncheck_impl& d) {
+// The version 1 call: what it saw, then copy_forward on the same fields
+// (version 2 only appends, so the version 1 struct is a prefix).
+uint32_t last_v1_abi_version = 0;
+int v1_calls = 0;
+int copy_forward_v1(void* ctx, const attncheck_v1_problem* p, attncheck_v1_outputs* o) {
+  ++v1_calls;
+  last_v1_abi_version = p->abi_version;
+  attncheck_problem c{};
+  std::memcpy(&c, p, sizeof *p);
+  attncheck_outputs co;
+  static_assert(sizeof co == sizeof *o);
+  std::memcpy(&co, o, sizeof co);
+  const int code = copy_forward(ctx, &c, &co);
+  std::memcpy(o->error, co.error, sizeof o->error);
+  return code;
+}
+
+attncheck_v1_impl descriptor_v1(uint32_t features) {
+  attncheck_v1_impl d{};
+  d.abi_version = ATTNCHECK_V1_ABI_VERSION;
+  d.name = "copy_v1";
+  d.dtypes = 0xf;
+  d.features = features;
+  d.empty_rows = ATTNCHECK_EMPTY_ROW_ERROR;
+  d.precision = {ATTNCHECK_F32, ATTNCHECK_BF16, 0, 1, 0};
+  d.forward = copy_forward_v1;
+  return d;
+}
+
+template <typename Descriptor>
+std::string rejection(const Descriptor& d) {
   try {
     validate_plugin_descriptor(d, 3, "libx.so");
   } catch (const InputError& e) {
@@ -207,16 +239,20 @@ std::string rejection(const attncheck_impl& d) {
 TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
   EXPECT_EQ(rejection(descriptor(0)), "");
   auto d = descriptor(0);
-  d.abi_version = 2;
-  EXPECT_EQ(rejection(d).rfind("libx.so: descriptor 3: abi_version is 2", 0), 0u) << rejection(d);
+  d.abi_version = 3;
+  EXPECT_EQ(rejection(d).rfind("libx.so: descriptor 3: abi_version is 3, but this attncheck "
+                               "speaks ATTNCHECK_ABI_VERSION 1 and 2",
+                               0),
+            0u)
+      << rejection(d);
   d = descriptor(0);
   d.name = nullptr;
   EXPECT_EQ(rejection(d), "libx.so: descriptor 3: name is NULL");
   d.name = "Has Space";
   EXPECT_NE(rejection(d).find("'Has Space' is not of the form [a-z0-9_.-]+"), std::string::npos);
   d = descriptor(0);
-  d.features = ATTNCHECK_FEATURE_CAUSAL | 0x8000u;
-  EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): unknown feature bits 0x8000");
+  d.features = ATTNCHECK_FEATURE_CAUSAL | 0x80000u;
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): unknown feature bits 0x80000");
   d = descriptor(0);
   d.dtypes = 0;
   EXPECT_NE(rejection(d).find("declares no dtype"), std::string::npos);
@@ -232,8 +268,12 @@ TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
   d.empty_rows = 2;
   EXPECT_NE(rejection(d).find("unknown empty_rows policy 2"), std::string::npos);
   d = descriptor(0);
-  d.precision.accum = 4;
-  EXPECT_NE(rejection(d).find("precision.accum 4 is no dtype"), std::string::npos);
+  d.precision.accum = 6;
+  EXPECT_NE(rejection(d).find("precision.accum 6 is no dtype"), std::string::npos);
+  d.precision.accum = ATTNCHECK_E4M3;
+  EXPECT_NE(rejection(d).find("precision.accum 4 is e4m3, an input format only"),
+            std::string::npos)
+      << rejection(d);
   d = descriptor(0);
   d.limits.max_tk = -1;
   EXPECT_NE(rejection(d).find("limits.max_tk is negative"), std::string::npos);
@@ -241,6 +281,85 @@ TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
   d.limits.dk_min = 8;
   d.limits.dk_max = 4;
   EXPECT_NE(rejection(d).find("limits.dk_min 8 exceeds limits.dk_max 4"), std::string::npos);
+}
+
+TEST(PluginDescriptor, VersionTwoFieldsAreChecked) {
+  auto d = descriptor(ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_DESCALE);
+  EXPECT_EQ(rejection(d), "");
+  d.struct_size = sizeof(attncheck_v1_impl);
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3: struct_size is 136, smaller than version 2's "
+                          "attncheck_impl (160 bytes): set it to sizeof(attncheck_impl)");
+  d = descriptor(0);
+  d.abi_version = 1;
+  EXPECT_EQ(rejection(d),
+            "libx.so: descriptor 3: abi_version is 1, but the descriptor was read as version 2");
+  d = descriptor(0);
+  d.s_cast = ATTNCHECK_E5M2;
+  EXPECT_NE(rejection(d).find("s_cast 5 is e5m2, an input format only"), std::string::npos);
+  d = descriptor(0);
+  d.ftz_formats = 8;
+  EXPECT_NE(rejection(d).find("unknown ftz_formats bits 0x8"), std::string::npos);
+  const attncheck_dtype_combo combos[] = {{ATTNCHECK_BF16, ATTNCHECK_BF16, ATTNCHECK_BF16},
+                                          {ATTNCHECK_E4M3, ATTNCHECK_E5M2, ATTNCHECK_BF16},
+                                          {ATTNCHECK_E4M3, 9, ATTNCHECK_F32},
+                                          {ATTNCHECK_F32, ATTNCHECK_F32, ATTNCHECK_E4M3}};
+  d = descriptor(0);
+  d.combos = combos;
+  d.n_combos = 2;
+  EXPECT_NE(rejection(d).find("dtypes 0xf does not match combos"), std::string::npos);
+  d.dtypes = 1u << ATTNCHECK_BF16;  // exactly the uniform combinations
+  EXPECT_EQ(rejection(d), "");
+  d.dtypes = 0;  // or none: the combinations are the declaration
+  EXPECT_EQ(rejection(d), "");
+  d.n_combos = 3;
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): combos[2].kv_dtype 9 is no dtype");
+  d.combos = combos + 3;  // {f32, f32, e4m3}: fp8 is never an output
+  d.n_combos = 1;
+  EXPECT_NE(rejection(d).find("combos[0].out_dtype 4 is e4m3, an input format only"),
+            std::string::npos)
+      << rejection(d);
+  d.combos = nullptr;
+  EXPECT_NE(rejection(d).find("n_combos is 1 but combos is NULL"), std::string::npos);
+}
+
+TEST(PluginDescriptor, VersionOneKnowsOnlyItsOwnBitsAndFormats) {
+  auto d = descriptor_v1(0);
+  EXPECT_EQ(rejection(d), "");
+  d.features = ATTNCHECK_FEATURE_SINK;  // bit 15: unknown to version 1
+  EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy_v1'): unknown feature bits 0x8000");
+  d = descriptor_v1(0);
+  d.precision.accum = ATTNCHECK_E4M3;
+  EXPECT_NE(rejection(d).find("precision.accum 4 is no dtype"), std::string::npos);
+  d = descriptor_v1(0);
+  d.abi_version = 2;
+  EXPECT_EQ(rejection(d),
+            "libx.so: descriptor 3: abi_version is 2, but the descriptor was read as version 1");
+}
+
+TEST(PluginDescriptor, VersionOneIsWidenedToTheVersionTwoModel) {
+  const ImplInfo v1 = make_plugin_impl(descriptor_v1(0), "test")->info();
+  EXPECT_EQ(v1.precision.s_cast_format(), DType::f32);  // = accum
+  EXPECT_EQ(v1.precision.ftz_formats, kFtzAccum | kFtzPCast | kFtzOut);
+  EXPECT_TRUE(v1.precision.flushes(kFtzPCast));
+  EXPECT_EQ(v1.combos.size(), 4u);
+  EXPECT_TRUE(v1.supports(DTypeCombo{DType::bf16, DType::bf16, DType::bf16}));
+  EXPECT_FALSE(v1.supports(DTypeCombo{DType::e4m3, DType::e4m3, DType::bf16}));
+  EXPECT_EQ(v1.dtypes, 0xfu);
+
+  auto d = descriptor(0);
+  d.precision.flush_to_zero = 1;
+  d.ftz_formats = ATTNCHECK_FTZ_OUT;  // speaks instead of flush_to_zero
+  d.s_cast = ATTNCHECK_BF16;
+  const attncheck_dtype_combo combos[] = {{ATTNCHECK_E4M3, ATTNCHECK_E4M3, ATTNCHECK_BF16}};
+  d.combos = combos;
+  d.n_combos = 1;
+  d.dtypes = 0;
+  const ImplInfo v2 = make_plugin_impl(d, "test")->info();
+  EXPECT_EQ(v2.precision.s_cast_format(), DType::bf16);
+  EXPECT_FALSE(v2.precision.flushes(kFtzAccum));
+  EXPECT_TRUE(v2.precision.flushes(kFtzOut));
+  EXPECT_EQ(v2.combos, (std::vector<DTypeCombo>{{DType::e4m3, DType::e4m3, DType::bf16}}));
+  EXPECT_EQ(v2.dtypes, 0u);  // no {d, d, d}: the version 1 generators pass it by
 }
 
 // A 2 x 2 heads (GQA groups of 2) problem with every input feature set.
@@ -325,6 +444,14 @@ TEST_F(PluginCall, TheProblemArrivesFieldForField) {
   EXPECT_EQ(c.window_right, -1);
   EXPECT_EQ(c.scale, 0.5);
   EXPECT_EQ(c.softcap, 0.0);
+  // Version 2's fields say "version 1 problem".
+  EXPECT_EQ(c.q_dtype, ATTNCHECK_F64);
+  EXPECT_EQ(c.kv_dtype, ATTNCHECK_F64);
+  EXPECT_EQ(c.q_descale, 1.0);
+  EXPECT_EQ(c.v_descale, 1.0);
+  EXPECT_EQ(c.sink, nullptr);
+  EXPECT_EQ(c.cu_seqlens_q, nullptr);
+  EXPECT_EQ(c.block_table, nullptr);
   // A mask of batch 1 broadcasts over batch, a bias of heads 1 over heads.
   EXPECT_EQ(std::vector<int64_t>(c.mask_strides, c.mask_strides + 4),
             (std::vector<int64_t>{0, 12, 4, 1}));
@@ -435,6 +562,113 @@ TEST_F(PluginCall, BackwardGradientsComeBackAndAreGuarded) {
             Status::unsupported);
 }
 
+TEST_F(PluginCall, AVersionOnePluginGetsVersionOneProblemsOnly) {
+  const auto impl = make_plugin_impl(descriptor_v1(ATTNCHECK_FEATURE_GQA), "libv1.so");
+  v1_calls = 0;
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    const Problem p = busy_problem(d);
+    const ForwardResult r = impl->forward(p);
+    ASSERT_EQ(r.status, Status::ok) << dtype_name(d);
+    EXPECT_EQ(r.out, expected_copy(p)) << dtype_name(d);
+    EXPECT_EQ(last_v1_abi_version, 1u);
+  }
+  EXPECT_EQ(v1_calls, 4);
+  // Version 1 has no field for a sink or another input format: refused
+  // before the plugin is called.
+  Problem sink = busy_problem(DType::f64);
+  sink.sink = {0.5, -1.0};
+  try {
+    impl->forward(sink);
+    FAIL() << "a version 1 plugin was handed a sink";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plugin implementation 'copy_v1' (libv1.so) speaks ABI version 1, whose problem has "
+              "no field for ATTNCHECK_FEATURE_SINK (a sink); it is not asked");
+  }
+  Problem mixed = busy_problem(DType::f64);
+  mixed.q_dtype = DType::f32;
+  EXPECT_THROW(impl->forward(mixed), InputError);
+  Problem same = busy_problem(DType::f64);
+  same.q_dtype = DType::f64;  // spelled out, but a version 1 problem
+  EXPECT_EQ(impl->forward(same).status, Status::ok);
+  EXPECT_EQ(v1_calls, 5);
+}
+
+TEST_F(PluginCall, VersionTwoPartsOnlyForImplementationsThatDeclareThem) {
+  Problem p = busy_problem(DType::f64);
+  p.sink = {0.5, -1.0};
+  p.descale = Descales{2.0, 0.5, 1.0};
+  const auto without = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_SINK), "t");
+  try {
+    without->forward(p);
+    FAIL() << "an undeclared descale went unnoticed";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plugin implementation 'copy' (t) does not declare ATTNCHECK_FEATURE_DESCALE "
+              "(descales), which the problem needs");
+  }
+  const auto with = make_plugin_impl(
+      descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_DESCALE), "t");
+  ASSERT_EQ(with->forward(p).status, Status::ok);
+  EXPECT_EQ(last_problem.abi_version, 2u);
+  EXPECT_EQ(last_problem.q_descale, 2.0);
+  EXPECT_EQ(last_problem.k_descale, 0.5);
+  EXPECT_NE(last_problem.sink, nullptr);  // the buffer died with the call
+}
+
+TEST(PluginGuard, AProblemsVersionTwoPartsNeedTheMatchingDeclaration) {
+  ImplInfo info;
+  info.dtypes = dtype_bit(DType::f32);
+  Problem p = Problem::zeros(DType::f32, 1, 2, 1, 2, 2, 2, 2);
+  EXPECT_FALSE(p.needs_v2());
+  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  p.sink = {0.0, 0.0};
+  EXPECT_TRUE(p.needs_v2());
+  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_SINK (a sink)");
+  info.features = ATTNCHECK_FEATURE_SINK;
+  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  p.packed = PackedSeqs{{0, 1, 2}, {}};
+  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_PACKED (packed sequences)");
+  p.packed.reset();
+  p.paged = PagedKv{};
+  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_PAGED_KV (paged keys and values)");
+  p.paged.reset();
+  p.kv_dtype = DType::e5m2;
+  EXPECT_EQ(undeclared_v2_part(info, p), "the formats q f32, k/v e5m2, out f32");
+  info.combos = {{DType::f32, DType::e5m2, DType::f32}};
+  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  // Every built-in implementation declares version 1 only: the default
+  // problem of each of its dtypes needs nothing more.
+  for (const auto& impl : registered_impls()) {
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      if (!impl->info().supports(d)) continue;
+      EXPECT_EQ(undeclared_v2_part(impl->info(), Problem::zeros(d, 1, 1, 1, 1, 1, 1, 1)), "")
+          << impl->info().name;
+    }
+  }
+}
+
+TEST(PluginConversions, EveryFp8PatternRoundTripsExactly) {
+  for (DType d : {DType::e4m3, DType::e5m2}) {
+    int finite = 0;
+    for (uint32_t b = 0; b < 0x100; ++b) {
+      const auto bits = static_cast<uint8_t>(b);
+      const double x = fp8_value(d, bits);
+      if (std::isnan(x)) continue;
+      finite += std::isfinite(x);
+      ASSERT_TRUE(representable(d, x)) << dtype_name(d) << std::hex << b;
+      ASSERT_EQ(fp8_bits(d, x), bits) << dtype_name(d) << std::hex << b;
+    }
+    EXPECT_EQ(finite, d == DType::e4m3 ? 254 : 248) << dtype_name(d);
+  }
+  EXPECT_EQ(fp8_value(DType::e4m3, 0x7e), 448.0);
+  EXPECT_EQ(fp8_value(DType::e4m3, 0x01), std::ldexp(1.0, -9));
+  EXPECT_EQ(fp8_value(DType::e5m2, 0x7b), 57344.0);
+  EXPECT_EQ(fp8_value(DType::e5m2, 0x01), std::ldexp(1.0, -16));
+  EXPECT_TRUE(std::isinf(fp8_value(DType::e5m2, 0x7c)));
+  EXPECT_EQ(fp8_bits(DType::e4m3, std::numeric_limits<double>::infinity()), 0x7f);
+}
+
 // ---- real shared objects ----
 
 TEST(PluginLoad, TheExamplePluginLoads) {
@@ -445,6 +679,35 @@ TEST(PluginLoad, TheExamplePluginLoads) {
   EXPECT_EQ(impls[0]->info().kind, Kind::plugin);
   EXPECT_EQ(impls[1]->info().empty_rows, EmptyRowPolicy::error);
   EXPECT_TRUE(impls[0]->info().has(ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE));
+}
+
+TEST(PluginLoad, TheExampleBuiltAgainstTheVersionOneHeaderGivesTheSameResults) {
+  const auto v1 = load_plugin(plugin_path("example_plugin_v1"));
+  const auto v2 = load_plugin(plugin_path("attncheck_example_plugin"));
+  ASSERT_EQ(v1.size(), v2.size());
+  for (size_t k = 0; k < v1.size(); ++k) {
+    const ImplInfo &a = v1[k]->info(), &b = v2[k]->info();
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.dtypes, b.dtypes);
+    EXPECT_EQ(a.features, b.features);
+    EXPECT_EQ(a.empty_rows, b.empty_rows);
+    EXPECT_EQ(a.precision.s_cast_format(), b.precision.s_cast_format());
+    EXPECT_EQ(a.precision.ftz_formats, b.precision.ftz_formats);
+    EXPECT_EQ(a.combos, b.combos);
+    const DType d = a.combos.at(0).out;
+    for (const Problem& p : {busy_problem(d), padded(busy_problem(d))}) {
+      const ForwardResult x = v1[k]->forward(p), y = v2[k]->forward(p);
+      EXPECT_EQ(x.status, y.status) << a.name;
+      EXPECT_EQ(x.error, y.error) << a.name;
+      // Bit for bit: the same code on the same bytes.
+      EXPECT_EQ(std::memcmp(x.out.data(), y.out.data(), x.out.size() * sizeof(double)), 0);
+      EXPECT_EQ(x.out.size(), y.out.size());
+      EXPECT_EQ(x.weights.size(), y.weights.size());
+      EXPECT_EQ(std::memcmp(x.weights.data(), y.weights.data(), x.weights.size() * sizeof(double)),
+                0);
+      EXPECT_EQ(std::memcmp(x.lse.data(), y.lse.data(), x.lse.size() * sizeof(double)), 0);
+    }
+  }
 }
 
 TEST(PluginLoad, TheExampleAgreesWithTheLoopReference) {
@@ -473,8 +736,21 @@ TEST(PluginLoad, LoadErrorsAreOneLineNamingTheFile) {
   EXPECT_EQ(load_error(no_symbol),
             no_symbol + ": does not export attncheck_plugin_impls (see attncheck/plugin.h)");
   const std::string bad_abi = plugin_path("plugin_bad_abi");
-  EXPECT_NE(load_error(bad_abi).find(bad_abi + ": descriptor 0: abi_version is 2"),
-            std::string::npos);
+  EXPECT_EQ(load_error(bad_abi),
+            bad_abi + ": descriptor 0: abi_version is 3, but this attncheck speaks "
+                      "ATTNCHECK_ABI_VERSION 1 and 2 (rebuild the plugin against its plugin.h)");
+  EXPECT_EQ(load_error(plugin_path("plugin_mixed_abi")),
+            plugin_path("plugin_mixed_abi") +
+                ": descriptor 1: abi_version is 1, but descriptor 0's is 2 (all descriptors of a "
+                "plugin share one ABI version)");
+  EXPECT_EQ(load_error(plugin_path("plugin_small_struct")),
+            plugin_path("plugin_small_struct") +
+                ": descriptor 0: struct_size is 136, smaller than version 2's attncheck_impl (160 "
+                "bytes): set it to sizeof(attncheck_impl)");
+  EXPECT_NE(load_error(plugin_path("plugin_bad_combo"))
+                .find("descriptor 0 (name 'bad_descriptor'): combos[1].q_dtype 9 is no dtype"),
+            std::string::npos)
+      << load_error(plugin_path("plugin_bad_combo"));
   EXPECT_NE(load_error(plugin_path("plugin_null_name")).find("descriptor 0: name is NULL"),
             std::string::npos);
   EXPECT_NE(load_error(plugin_path("plugin_no_dtype")).find("declares no dtype"),
@@ -484,7 +760,10 @@ TEST(PluginLoad, LoadErrorsAreOneLineNamingTheFile) {
   EXPECT_NE(load_error(plugin_path("plugin_builtin_name"))
                 .find("implementation 'loop_f64' has the name of a built-in"),
             std::string::npos);
-  for (const std::string& e : {load_error(bad_abi), load_error(no_symbol)}) {
+  for (const std::string& e :
+       {load_error(bad_abi), load_error(no_symbol), load_error(plugin_path("plugin_mixed_abi")),
+        load_error(plugin_path("plugin_small_struct")),
+        load_error(plugin_path("plugin_bad_combo"))}) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
   const std::string example = plugin_path("attncheck_example_plugin");

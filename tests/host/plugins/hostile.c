@@ -8,7 +8,8 @@
  *   blocks_on_two_queries   a sleep that never ends when tq >= 2
  *   scribbles_past_out      writes 8 elements past the end of out when
  *                           tk >= 3, then returns normally
- * Built as a test plugin only (tests/isolation.cmake). */
+ * A version 2 plugin, like the example. Built as a test plugin only
+ * (tests/host/isolation.cmake). */
 #define _POSIX_C_SOURCE 200809L
 #define attncheck_plugin_impls example_plugin_impls
 #include "../../../examples/plugin/attention.c"
@@ -56,7 +57,8 @@ static int scribbles(void* ctx, const attncheck_problem* p, attncheck_outputs* o
 #define HOSTILE_FEATURES (EXAMPLE_FEATURES & ~(uint32_t)ATTNCHECK_FEATURE_STRIDES)
 #define HOSTILE(name, fn)                                                                     \
   {ATTNCHECK_ABI_VERSION, name, 1u << ATTNCHECK_F64, HOSTILE_FEATURES, ATTNCHECK_EMPTY_ROW_ZERO, \
-   {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 0}, fn, NULL, NULL}
+   {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 0}, fn, NULL, NULL,                \
+   sizeof(attncheck_impl), ATTNCHECK_F64, 0u, 0u, NULL}
 
 static const attncheck_impl kHostile[] = {
     HOSTILE("crashes_on_three_keys", crashes), HOSTILE("aborts_on_wide_heads", aborts),

@@ -4,8 +4,9 @@
  * one returns a code the ABI does not know, one writes weights outside
  * their row, one writes into its (read-only) input q, one writes past the
  * end of its input v. The harness must report each as a failure naming
- * the buffer. */
-#include "attncheck/plugin.h"
+ * the buffer. A version 1 plugin (the frozen header): the guards are the
+ * same in both versions. */
+#include "attncheck/plugin_v1.h"
 
 enum defect {
   WRITES_PAST_OUT,
