@@ -18,6 +18,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/registry.h"
+#include "attncheck/text.h"
 
 namespace attncheck {
 
@@ -559,9 +560,10 @@ struct CProblem {
 
 template <typename Outputs>
 std::string error_message(const Outputs& o) {
-  std::string m(o.error, strnlen(o.error, sizeof o.error));
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  return m.empty() ? "(the plugin returned ATTNCHECK_ERROR without a message)" : m;
+  const std::string m(o.error, strnlen(o.error, sizeof o.error));
+  // The plugin's text: one line, no raw control characters (an ESC would
+  // reach the terminal).
+  return m.empty() ? "(the plugin returned ATTNCHECK_ERROR without a message)" : printable(m);
 }
 
 std::string bad_code(const std::string& who, const char* call, int code) {
@@ -866,7 +868,7 @@ void validate_descriptor(const typename Abi::Descriptor& d, size_t index,
   const auto name = bounded_string(d.name);
   if (!name) fail("name is longer than 255 characters");
   if (!valid_impl_name(*name))
-    fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", *name));
+    fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", printable(*name)));
   where += fmt::format(" (name '{}')", *name);
   if (d.dtypes == 0 && !has_combos) fail("declares no dtype (dtypes is 0)");
   if (d.dtypes & ~kKnownDtypes)
