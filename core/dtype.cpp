@@ -41,7 +41,7 @@ std::string_view dtype_name(DType d) {
 }
 
 DType parse_dtype(std::string_view name) {
-  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+  for (DType d : kAllDTypes) {
     if (dtype_name(d) == name) return d;
   }
   throw InputError("unknown dtype '" + std::string(name) +

@@ -1,6 +1,7 @@
 #pragma once
 // Element formats and the unit roundoff each one contributes to a tolerance.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@ enum class DType : uint32_t {
   bf16 = ATTNCHECK_BF16,
   f16 = ATTNCHECK_F16,
 };
+
+/// Every dtype, in the order listings, sessions and reports use.
+inline constexpr std::array<DType, 4> kAllDTypes = {DType::f64, DType::f32, DType::bf16,
+                                                    DType::f16};
 
 /// Bit (1u << dtype) of a dtype inside a dtype set.
 constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }
