@@ -47,7 +47,7 @@ std::string_view dtype_name(DType d) {
 
 DType parse_dtype(std::string_view name) {
   // Output formats only: --dtype and the fixtures name the output's format.
-  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+  for (DType d : kAllDTypes) {
     if (dtype_name(d) == name) return d;
   }
   throw InputError("unknown dtype '" + std::string(name) +

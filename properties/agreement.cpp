@@ -38,7 +38,7 @@ gen::GenSpec large_spec(const CaseContext& ctx, const ImplInfo& partner) {
   const Features shaping = ~(ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
                              ATTNCHECK_FEATURE_BACKWARD | ATTNCHECK_FEATURE_NONDETERMINISTIC);
   spec.features &= partner.features | ~shaping;
-  const bool thorough = ctx.config().profile == "thorough";
+  const bool thorough = ctx.config().profile == Profile::thorough;
   spec.max_t = thorough ? 64 : 24;
   spec.max_d = thorough ? 32 : 16;
   spec.max_bh = 2;

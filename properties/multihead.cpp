@@ -124,7 +124,7 @@ Problem single_head(const Problem& p, int64_t h) {
 
 Case draw_layer(CaseContext& ctx) {
   const ImplInfo& info = ctx.info();
-  const bool thorough = ctx.config().profile == "thorough";
+  const bool thorough = ctx.config().profile == Profile::thorough;
   const int64_t batch = *rc::gen::inRange<int64_t>(1, 4);
   const int64_t heads = *rc::gen::inRange<int64_t>(1, 5);
   const int64_t dk = *rc::gen::inRange<int64_t>(1, thorough ? 5 : 4);

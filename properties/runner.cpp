@@ -34,6 +34,14 @@ const PropertyDef* find_property(std::string_view name) {
   return nullptr;
 }
 
+std::string_view profile_name(Profile p) { return p == Profile::thorough ? "thorough" : "ci"; }
+
+Profile parse_profile(std::string_view name) {
+  for (Profile p : {Profile::ci, Profile::thorough})
+    if (profile_name(p) == name) return p;
+  throw InputError(fmt::format("unknown profile '{}' (expected ci or thorough)", name));
+}
+
 std::optional<std::string> needs_weights(const ImplInfo& info) {
   if (info.has(ATTNCHECK_FEATURE_WEIGHTS) || !info.limits.dv_equals_dk) return std::nullopt;
   return "the implementation returns no weights and its limits (dv = dk) keep V = I from "
@@ -53,7 +61,7 @@ Problem with_identity_values(const Problem& p) {
 
 int case_budget(const PropertyDef& prop, const RunConfig& config) {
   if (config.cases > 0) return config.cases;
-  return config.profile == "thorough" ? 10 * prop.default_cases : prop.default_cases;
+  return config.profile == Profile::thorough ? 10 * prop.default_cases : prop.default_cases;
 }
 
 std::optional<std::string> always_applies(const ImplInfo&, DType) { return std::nullopt; }

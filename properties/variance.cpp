@@ -58,7 +58,7 @@ double normal(std::mt19937_64& rng) {
 void variance_test(const Implementation& impl, DType dtype, const RunConfig& config,
                    PropertyOutcome& out) {
   const ImplInfo& info = impl.info();
-  const int n = config.profile == "thorough" ? 10 * kProblems : kProblems;
+  const int n = config.profile == Profile::thorough ? 10 * kProblems : kProblems;
   std::mt19937_64 rng(config.seed ^ 0x5ca1edull);
   const int64_t dk_lo = std::max<int64_t>(4, info.limits.dk_min);
   const int64_t dk_hi = std::max(dk_lo, info.limits.dk_max > 0 ? std::min<int64_t>(64, info.limits.dk_max) : 64);

@@ -20,6 +20,9 @@ function(attncheck_add_tests target name)
   if(ARG_PROFILE)
     set(profile ${ARG_PROFILE})
   endif()
+  if(NOT profile MATCHES "^(ci|thorough)$")
+    message(FATAL_ERROR "attncheck_add_tests: PROFILE '${profile}' is not ci or thorough")
+  endif()
   set(cases 0)
   if(ARG_CASES)
     set(cases ${ARG_CASES})
@@ -44,7 +47,7 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   attncheck::GTestSuiteOptions options;
   options.seed = @seed@;
-  options.profile = "@profile@";
+  options.profile = attncheck::Profile::@profile@;
   options.cases = @cases@;
   attncheck::add_gtest_suites({@impls@}, options);
   return RUN_ALL_TESTS();

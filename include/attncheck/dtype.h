@@ -1,6 +1,7 @@
 #pragma once
 // Element formats and the unit roundoff each one contributes to a tolerance.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,6 +22,10 @@ enum class DType : uint32_t {
   e4m3 = ATTNCHECK_E4M3,  ///< OCP fp8 "FN": 3 mantissa bits, no infinities
   e5m2 = ATTNCHECK_E5M2,  ///< fp8: 2 mantissa bits, IEEE infinities and NaN
 };
+
+/// Every dtype, in the order listings, sessions and reports use.
+inline constexpr std::array<DType, 4> kAllDTypes = {DType::f64, DType::f32, DType::bf16,
+                                                    DType::f16};
 
 /// Bit (1u << dtype) of a dtype inside a dtype set.
 constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }

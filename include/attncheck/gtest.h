@@ -8,14 +8,16 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
+#include "attncheck/properties.h"
 
 namespace attncheck {
 
 /// How the registered tests run.
 struct GTestSuiteOptions {
-  /// Seed below 2^53; 0 = ATTNCHECK_SEED when set, else kDefaultSeed.
+  /// Seed below 2^53; 0 = ATTNCHECK_SEED when set, else kDefaultSeed
+  /// (resolve_seed of attncheck/session.h, as `attncheck check`).
   uint64_t seed = 0;
-  std::string profile = "ci";  ///< ci or thorough
+  Profile profile = Profile::ci;
   int cases = 0;               ///< 0 = each property's default for the profile
   /// Where failing cases are saved as fixtures (relative to the test's
   /// working directory); empty = not saved.
@@ -28,13 +30,15 @@ struct GTestSuiteOptions {
 /// A test passes when the property passed, is skipped (GTEST_SKIP, with the
 /// reason) when the property is skipped or unsupported, and fails with the
 /// whole failure report (counterexample, reproduce line, fixture) otherwise.
-/// Call after testing::InitGoogleTest and before RUN_ALL_TESTS.
+/// Call after testing::InitGoogleTest and before RUN_ALL_TESTS. Throws
+/// InputError for a seed (options.seed or ATTNCHECK_SEED) not below 2^53.
 void add_gtest_suite(std::shared_ptr<const Implementation> impl,
                      const GTestSuiteOptions& options = {});
 
 /// add_gtest_suite for each registered implementation named in `names`, or
-/// for every registered implementation when `names` is empty. Throws
-/// std::invalid_argument for a name nobody registered.
+/// when `names` is empty for those `attncheck check` checks by default
+/// (default_impls of attncheck/session.h: kinds reference, adapter and
+/// layer). Throws std::invalid_argument for a name nobody registered.
 void add_gtest_suites(const std::vector<std::string>& names, const GTestSuiteOptions& options = {});
 
 }  // namespace attncheck

@@ -16,10 +16,21 @@ namespace attncheck {
 
 struct Fixture;
 
+/// The budget of a run (SPEC 5.2): ci, the default, or thorough (ten times
+/// the cases and larger problems).
+enum class Profile { ci, thorough };
+
+/// "ci" or "thorough".
+std::string_view profile_name(Profile p);
+
+/// Parses a profile name; throws InputError "unknown profile 'NAME'
+/// (expected ci or thorough)".
+Profile parse_profile(std::string_view name);
+
 /// How a run is budgeted and where its failures go.
 struct RunConfig {
   uint64_t seed = 0;           ///< below 2^53
-  std::string profile = "ci";
+  Profile profile = Profile::ci;
   int cases = 0;               ///< 0 = the property's default for the profile
   bool strict = false;
   std::string save_failures_dir;  ///< empty = do not save fixtures

@@ -1,12 +1,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <stdexcept>
 
 #include "attncheck/gtest.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
+#include "attncheck/session.h"
 
 namespace attncheck {
 namespace {
@@ -16,14 +16,6 @@ std::string test_name_part(std::string s) {
   for (char& c : s)
     if (c == '.' || c == '-') c = '_';
   return s;
-}
-
-uint64_t seed_of(const GTestSuiteOptions& options) {
-  if (options.seed) return options.seed;
-  if (const char* env = std::getenv("ATTNCHECK_SEED"); env && *env) {
-    return std::strtoull(env, nullptr, 10);
-  }
-  return kDefaultSeed;
 }
 
 class PropertyTest : public testing::Test {
@@ -57,27 +49,29 @@ class PropertyTest : public testing::Test {
 
 void add_gtest_suite(std::shared_ptr<const Implementation> impl, const GTestSuiteOptions& options) {
   if (!impl) throw std::invalid_argument("add_gtest_suite: null implementation");
-  RunConfig config;
-  config.seed = seed_of(options);
-  config.profile = options.profile;
-  config.cases = options.cases;
-  config.save_failures_dir = options.save_failures_dir;
+  SessionConfig session;
+  session.impls = {impl};
+  session.run.seed = resolve_seed(
+      options.seed ? std::optional(std::to_string(options.seed)) : std::nullopt,
+      "GTestSuiteOptions::seed");
+  session.run.profile = options.profile;
+  session.run.cases = options.cases;
+  session.run.save_failures_dir = options.save_failures_dir;
   const std::string suite = "attncheck_" + test_name_part(impl->info().name);
-  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-    if (!impl->info().supports(d)) continue;
-    for (const PropertyDef& prop : property_catalog()) {
-      const std::string name = fmt::format("{}_{}", prop.name, dtype_name(d));
-      testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [impl, p = &prop, d, config]() -> testing::Test* {
-                              return new PropertyTest(impl, p, d, config);
-                            });
-    }
+  // GoogleTest shards and filters the tests itself: the session's work list
+  // is used whole, one test per item.
+  for (const WorkItem& item : work_list(session)) {
+    const std::string name = fmt::format("{}_{}", item.property->name, dtype_name(item.dtype));
+    testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                          [item, config = session.run]() -> testing::Test* {
+                            return new PropertyTest(item.impl, item.property, item.dtype, config);
+                          });
   }
 }
 
 void add_gtest_suites(const std::vector<std::string>& names, const GTestSuiteOptions& options) {
   if (names.empty()) {
-    for (const auto& impl : registered_impls()) add_gtest_suite(impl, options);
+    for (const auto& impl : default_impls()) add_gtest_suite(impl, options);
     return;
   }
   for (const std::string& name : names) {

@@ -345,9 +345,9 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   return s;
 }
 
-GenSpec spec_for(const ImplInfo& info, DType dtype, const std::string& profile) {
+GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile) {
   GenSpec s = spec_for(info, dtype);
-  if (profile == "thorough") {  // past the usual block sizes of 4, 8 and 16
+  if (profile == Profile::thorough) {  // past the usual block sizes of 4, 8 and 16
     s.max_t = 19;
     s.max_d = 9;
     s.max_bh = 4;

@@ -11,6 +11,7 @@
 
 #include "attncheck/implementation.h"
 #include "attncheck/problem.h"
+#include "attncheck/properties.h"
 
 namespace attncheck::gen {
 
@@ -65,7 +66,7 @@ class CoverageScope {
 
 /// The spec for an implementation in a dtype, with larger sizes under the
 /// thorough profile.
-GenSpec spec_for(const ImplInfo& info, DType dtype, const std::string& profile);
+GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile);
 
 /// A problem with at least one allowed key in every row. Dims shrink
 /// towards 1, values towards 0 and small integers, masks towards none.

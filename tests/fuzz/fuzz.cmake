@@ -31,8 +31,8 @@ endforeach()
 
 if(ATTNCHECK_FUZZ)
   # Coverage feedback where the inputs are parsed: the readers
-  # (formats/) and the command line (CLI11 and the
-  # report and expected-failures readers are compiled into commands.cpp).
+  # (formats/: fixtures, reports, expected failures) and the command line
+  # (CLI11 is compiled into commands.cpp).
   # Only there: the rest of the ctest suite would only run slower.
   set_property(TARGET attncheck_formats attncheck_cli APPEND PROPERTY
     COMPILE_OPTIONS -fsanitize=fuzzer-no-link)

@@ -1,7 +1,7 @@
 // Fuzz target "expected_failures": the reader of
-// fixtures/expected-failures.json (cli/commands.cpp), which `attncheck
-// check` loads from the working directory, driven through the command line
-// in-process.
+// fixtures/expected-failures.json (formats/expected_failures.cpp), which
+// `attncheck check` loads from the working directory, driven through the
+// command line in-process.
 //
 // The input becomes fixtures/expected-failures.json of the scratch
 // directory; one case of MatchesOracle runs on loop_f64 (a passing pair, so

@@ -1,5 +1,5 @@
 // Fuzz target "report": the report reader of `attncheck merge-reports`
-// (cli/commands.cpp), driven through the command line in-process.
+// (merge_reports, formats/report.cpp), driven through the command line in-process.
 //
 // The input is written to in.json and merged after a valid report of the
 // CI seed and profile (so that the seed / profile comparison and the

@@ -173,7 +173,7 @@ TEST(Runner, CasesOptionAndThoroughProfileScaleTheBudget) {
   config.cases = 7;
   EXPECT_EQ(run({"loop_f64", "MatchesOracle", DType::f64}, config).cases, 7);
   config.cases = 0;
-  config.profile = "thorough";
+  config.profile = Profile::thorough;
   EXPECT_EQ(run({"loop_f64", "RowSumsToOne", DType::f64}, config).cases,
             10 * find_property("RowSumsToOne")->default_cases);
 }

@@ -1,0 +1,65 @@
+#pragma once
+// Reporters of a session (attncheck/session.h), beside it as
+// google/benchmark's console and JSON reporters sit beside its runner: the
+// text `attncheck check` prints and the --report JSON.
+
+#include <cstdint>
+#include <iostream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "attncheck/outcome.h"
+#include "attncheck/properties.h"
+#include "attncheck/session.h"
+
+namespace attncheck {
+
+/// Told of a session as it runs.
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  /// Before any outcome.
+  virtual void on_start(uint64_t seed, Profile profile, const Shard& shard) = 0;
+  /// Each outcome as soon as it is known, in work-list order.
+  virtual void on_outcome(const PropertyOutcome& outcome) = 0;
+  /// After the last outcome, interrupted or not.
+  virtual void on_finish(const SessionResult& result) = 0;
+};
+
+/// The text of `attncheck check`: a header line with the version, seed,
+/// profile and shard; a line per outcome (a failure's whole report after
+/// it), flushed so a watcher sees it at once; the largest budget used per
+/// implementation; the counts by status.
+class TextReporter : public Reporter {
+ public:
+  explicit TextReporter(std::ostream& out = std::cout) : out_(out) {}
+  void on_start(uint64_t seed, Profile profile, const Shard& shard) override;
+  void on_outcome(const PropertyOutcome& outcome) override;
+  void on_finish(const SessionResult& result) override;
+
+ private:
+  std::ostream& out_;
+};
+
+/// The --report JSON (report_json of attncheck/report.h), written to
+/// `path` through write_output_file when the session finishes (the path
+/// is checked with check_output_path when the reporter is made).
+class JsonReporter : public Reporter {
+ public:
+  /// Throws InputError "LABEL: cannot write 'PATH'" when `path` cannot be
+  /// written, so a session fails before any work; `label` names the path in
+  /// errors (the CLI's "--report").
+  JsonReporter(std::string path, std::string label);
+  void on_start(uint64_t seed, Profile profile, const Shard& shard) override;
+  void on_outcome(const PropertyOutcome& outcome) override;
+  void on_finish(const SessionResult& result) override;
+
+ private:
+  std::string path_, label_;
+  uint64_t seed_ = 0;
+  Profile profile_ = Profile::ci;
+  std::vector<PropertyOutcome> outcomes_;
+};
+
+}  // namespace attncheck

@@ -1,0 +1,170 @@
+#include "attncheck/session.h"
+
+#include <cstdlib>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "attncheck/cancel.h"
+#include "attncheck/error.h"
+#include "attncheck/registry.h"
+#include "attncheck/reporters.h"
+#include "properties/harness.h"
+
+namespace attncheck {
+
+uint64_t parse_seed(const std::string& text, std::string_view where) {
+  size_t used = 0;
+  unsigned long long s = 0;
+  try {
+    s = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || s >= (1ull << 53) || text[0] == '-') {
+    throw InputError(fmt::format("{}: '{}' is not a seed (an integer below 2^53)", where, text));
+  }
+  return s;
+}
+
+uint64_t resolve_seed(const std::optional<std::string>& given, std::string_view given_name) {
+  if (given) return parse_seed(*given, given_name);
+  if (const char* env = std::getenv("ATTNCHECK_SEED"); env && *env) {
+    return parse_seed(env, "ATTNCHECK_SEED");
+  }
+  return kDefaultSeed;
+}
+
+Shard parse_shard(const std::string& text) {
+  if (text.empty()) return {};
+  const size_t slash = text.find('/');
+  int k = 0, n = 0;
+  try {
+    size_t used_k = 0, used_n = 0;
+    k = std::stoi(text.substr(0, slash), &used_k);
+    n = std::stoi(text.substr(slash + 1), &used_n);
+    if (slash == std::string::npos || used_k != slash || used_n != text.size() - slash - 1) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n < 1 || k < 1 || k > n) {
+    throw InputError(fmt::format("--shard: '{}' is not K/N with 1 <= K <= N", text));
+  }
+  return {k, n};
+}
+
+std::vector<std::shared_ptr<const Implementation>> default_impls() {
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  for (const auto& impl : registered_impls()) {
+    const Kind k = impl->info().kind;
+    if (k == Kind::reference || k == Kind::adapter || k == Kind::layer) impls.push_back(impl);
+  }
+  return impls;
+}
+
+std::vector<DType> session_dtypes(const ImplInfo& info, std::optional<DType> only) {
+  std::vector<DType> dtypes;
+  for (DType d : kAllDTypes) {
+    if (only ? d == *only : info.supports(d)) dtypes.push_back(d);
+  }
+  return dtypes;
+}
+
+std::vector<WorkItem> work_list(const SessionConfig& config) {
+  const auto impls = config.impls.empty() ? default_impls() : config.impls;
+  std::vector<const PropertyDef*> props = config.properties;
+  if (props.empty()) {
+    for (const PropertyDef& p : property_catalog()) props.push_back(&p);
+  }
+  std::vector<WorkItem> items;
+  int item = -1;  // position in the whole list
+  for (const auto& impl : impls) {
+    for (DType d : session_dtypes(impl->info(), config.dtype)) {
+      for (const PropertyDef* prop : props) {
+        if (++item % config.shard.count != config.shard.index - 1) continue;
+        items.push_back({impl, d, prop});
+      }
+    }
+  }
+  return items;
+}
+
+void apply_expected_failures(const ExpectedFailures& expected, PropertyOutcome& o) {
+  if (!expected.expects(o.impl, o.property)) return;
+  if (o.status == PropertyStatus::failed) o.status = PropertyStatus::xfail;
+  if (o.status == PropertyStatus::passed) {
+    o.status = PropertyStatus::xpass;
+    o.message = "passed, but " + expected.path + " expects a failure: " + o.message;
+  }
+}
+
+int SessionResult::count(PropertyStatus s) const {
+  const auto it = counts.find(s);
+  return it == counts.end() ? 0 : it->second;
+}
+
+bool SessionResult::failed() const {
+  return count(PropertyStatus::failed) + count(PropertyStatus::xpass) > 0;
+}
+
+SessionResult run_session(const SessionConfig& config, const std::vector<Reporter*>& reporters) {
+  SessionConfig session = config;
+  if (session.impls.empty()) session.impls = default_impls();
+  if (session.isolation) {
+    for (auto& impl : session.impls) impl = isolate(impl, *session.isolation);
+  }
+  SessionResult result;
+  result.seed = config.run.seed;
+  result.profile = config.run.profile;
+  result.shard = config.shard;
+  // The config's flag, or the process's (request_cancel, from SIGINT /
+  // SIGTERM: an isolated call waiting on a hang gives up at once).
+  const auto cancelled = [&] {
+    return (config.cancel && config.cancel->load()) || cancel_requested();
+  };
+  // Implementations that hung on the shrunk case of a property: not called
+  // again, each later property fails with that property's case.
+  std::map<std::string, PropertyOutcome> hung;
+
+  for (Reporter* r : reporters) r->on_start(result.seed, result.profile, result.shard);
+  for (const WorkItem& item : work_list(session)) {
+    PropertyOutcome o;
+    const auto* isolated = dynamic_cast<const IsolatedImplementation*>(item.impl.get());
+    if (cancelled()) {
+      o = blank_outcome(*item.property, *item.impl, item.dtype);
+      o.status = PropertyStatus::not_run;
+      o.message = "interrupted";
+    } else if (const auto h = hung.find(item.impl->info().name); h != hung.end()) {
+      o = blank_outcome(*item.property, *item.impl, item.dtype);
+      o.status = PropertyStatus::failed;
+      o.message = fmt::format("not called: the implementation hangs on the smallest problem of "
+                              "{} ({}; see its fixture)",
+                              h->second.property, dtype_name(h->second.dtype));
+      o.fixture = h->second.fixture;
+      o.counterexample = h->second.counterexample;
+    } else {
+      if (isolated) isolated->begin_property();
+      o = run_property(*item.property, *item.impl, item.dtype, config.run);
+      if (cancelled()) {
+        // Interrupted mid-property: what it found is not a verdict.
+        o = blank_outcome(*item.property, *item.impl, item.dtype);
+        o.status = PropertyStatus::not_run;
+        o.message = "interrupted";
+      } else if (isolated && o.status == PropertyStatus::failed && isolated->hung()) {
+        hung.emplace(o.impl, o);
+      }
+    }
+    apply_expected_failures(config.expected_failures, o);
+    for (Reporter* r : reporters) r->on_outcome(o);
+    if (o.status == PropertyStatus::passed) {
+      result.max_budget[o.impl] = std::max(result.max_budget[o.impl], o.max_budget_used);
+    }
+    ++result.counts[o.status];
+    result.outcomes.push_back(std::move(o));
+  }
+  result.interrupted = cancelled();
+  for (Reporter* r : reporters) r->on_finish(result);
+  return result;
+}
+
+}  // namespace attncheck

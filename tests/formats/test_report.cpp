@@ -1,0 +1,159 @@
+// The --report JSON (SPEC 5.2): its writer, merge-reports' reader beside
+// it, and the atomic write both use.
+
+#include "attncheck/report.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "attncheck/error.h"
+#include "attncheck/fixture.h"
+#include "attncheck/output_file.h"
+
+namespace attncheck {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+PropertyOutcome outcome(const std::string& property, PropertyStatus status) {
+  PropertyOutcome o;
+  o.impl = "loop_f64";
+  o.property = property;
+  o.status = status;
+  o.cases = 3;
+  o.max_budget_used = 0.5;
+  o.message = "3 cases";
+  return o;
+}
+
+class ReportTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attncheck-test-report-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes `j` (or raw text) to dir_/name and returns the path.
+  std::string write(const std::string& name, const json& j) { return write_text(name, j.dump()); }
+  std::string write_text(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The InputError message of merging `paths`, or "" when it merges.
+  static std::string merge_error(const std::vector<std::string>& paths) {
+    try {
+      merge_reports(paths);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ReportTest, ReportJsonHoldsTheRunAndEveryResult) {
+  PropertyOutcome failed = outcome("RowSumsToOne", PropertyStatus::failed);
+  failed.counterexample = CounterexampleShape{1, 2, 1, 3, 4, 5, 6, DType::f32};
+  failed.fixture = "fails/x.json";
+  failed.diagnosis = {"unscaled"};
+  const json r =
+      report_json({outcome("MatchesOracle", PropertyStatus::passed), failed}, 42, "thorough");
+  EXPECT_EQ(r["format"], "attncheck-report-1");
+  EXPECT_EQ(r["attncheck"], version());
+  EXPECT_EQ(r["seed"], 42);
+  EXPECT_EQ(r["profile"], "thorough");
+  ASSERT_EQ(r["results"].size(), 2u);
+  const json& p = r["results"][0];
+  EXPECT_EQ(p["status"], "passed");
+  EXPECT_EQ(p["kind"], "reference");
+  EXPECT_EQ(p["dtype"], "f64");
+  EXPECT_EQ(p["cases"], 3);
+  EXPECT_EQ(p["max_budget_used"], 0.5);
+  EXPECT_TRUE(p["fixture"].is_null());
+  EXPECT_TRUE(p["counterexample"].is_null());
+  const json& f = r["results"][1];
+  EXPECT_EQ(f["status"], "failed");
+  EXPECT_EQ(f["fixture"], "fails/x.json");
+  EXPECT_EQ(f["diagnosis"], json::array({"unscaled"}));
+  EXPECT_EQ(f["counterexample"]["tq"], 3);
+  EXPECT_EQ(f["counterexample"]["dtype"], "f32");
+}
+
+TEST_F(ReportTest, MergeJoinsTheResultsInOrder) {
+  const std::string a = write("a.json", report_json({outcome("A", PropertyStatus::passed)}, 7, "ci"));
+  const std::string b = write("b.json", report_json({outcome("B", PropertyStatus::failed),
+                                                     outcome("C", PropertyStatus::xpass)},
+                                                    7, "ci"));
+  const json merged = merge_reports({a, b});
+  EXPECT_EQ(merged["format"], "attncheck-report-1");
+  EXPECT_EQ(merged["seed"], 7);
+  EXPECT_EQ(merged["profile"], "ci");
+  ASSERT_EQ(merged["results"].size(), 3u);
+  EXPECT_EQ(merged["results"][0]["property"], "A");
+  EXPECT_EQ(merged["results"][2]["property"], "C");
+  EXPECT_EQ(failing_results(merged), 2);  // failed and xpass
+  EXPECT_EQ(merge_reports({a}), read_json_file(a));
+  EXPECT_EQ(failing_results(merge_reports({a})), 0);
+}
+
+TEST_F(ReportTest, MergeRefusesAnotherRunsReport) {
+  const std::string a = write("a.json", report_json({}, 7, "ci"));
+  const std::string seed = write("seed.json", report_json({}, 8, "ci"));
+  const std::string profile = write("profile.json", report_json({}, 7, "thorough"));
+  EXPECT_EQ(merge_error({a, seed}), seed + ": field 'seed' differs from the first report's");
+  EXPECT_EQ(merge_error({a, profile}),
+            profile + ": field 'profile' differs from the first report's");
+}
+
+TEST_F(ReportTest, MergeRefusesWhatIsNotAReportInOneLineNamingTheFile) {
+  const std::string a = write("a.json", report_json({}, 7, "ci"));
+  const std::string no_format = write("f.json", json{{"results", json::array()}});
+  EXPECT_EQ(merge_error({a, no_format}),
+            no_format + ": field 'format': not an attncheck-report-1 report");
+  const std::string array = write("arr.json", json::array());
+  EXPECT_EQ(merge_error({array}), array + ": field 'format': not an attncheck-report-1 report");
+  const std::string no_results = write("r.json", json{{"format", "attncheck-report-1"}});
+  EXPECT_EQ(merge_error({no_results}),
+            no_results + ": field 'results': expected an array of results");
+  const std::string bad_status =
+      write("s.json", json{{"format", "attncheck-report-1"},
+                           {"results", json::array({json{{"status", 3}}})}});
+  EXPECT_EQ(merge_error({bad_status}),
+            bad_status + ": field 'results': every result must be an object whose 'status' "
+                         "is a string");
+  const std::string not_json = write_text("n.json", "{\"format\": ");
+  EXPECT_EQ(merge_error({not_json}).rfind(not_json + ": ", 0), 0u);
+  EXPECT_EQ(merge_error({(dir_ / "missing.json").string()}).rfind((dir_ / "missing.json").string(), 0),
+            0u);
+}
+
+TEST_F(ReportTest, WritingReplacesTheFileAndLeavesNoTemporary) {
+  const std::string path = (dir_ / "out.json").string();
+  write_output_file(path, "first\n", "--report");
+  write_output_file(path, "second\n", "--report");
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "second\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  const std::string bad = (dir_ / "missing" / "out.json").string();
+  try {
+    write_output_file(bad, "x", "merge-reports");
+    FAIL() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "merge-reports: cannot write '" + bad + "': no directory '" +
+                                         (dir_ / "missing").string() + "'");
+  }
+}
+
+}  // namespace
+}  // namespace attncheck
