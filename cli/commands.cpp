@@ -2,12 +2,14 @@
 // prints, and maps outcomes to exit codes. main() is in main.cpp, so the
 // fuzz targets (tests/fuzz/) can drive run_cli in-process.
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "attncheck/cancel.h"
 #include "attncheck/error.h"
@@ -32,6 +34,17 @@ namespace {
 using namespace attncheck;
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitInterrupted = 3;
+
+// --cases above this is refused (exit 2): far past any profile's budget
+// (the thorough profile runs 10x the CI cases, a few thousand at most), and
+// below what would exhaust memory in the statistical properties.
+constexpr int kMaxCases = 100000;
+
+// Options naming a thing (an implementation, a file, a seed) refuse an
+// empty value: "--seed ''" is a mistake, never the default.
+const CLI::Validator kNonEmpty(
+    [](std::string& s) { return s.empty() ? std::string("an empty value") : std::string(); },
+    "NONEMPTY");
 
 // An error line: its own words and up to kForeignTextChars of each foreign
 // string in it (a path, a field), so a few of those.
@@ -202,22 +215,23 @@ int run_cli(int argc, char** argv) {
   std::vector<std::string> list_plugins;
   CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
   list->add_option("--plugin", list_plugins,
-                   "also list this plugin's implementations (repeatable)");
+                   "also list this plugin's implementations (repeatable)")->check(kNonEmpty);
 
   CheckOptions opt;
   CLI::App* check = app.add_subcommand("check", "run the property suite");
-  check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
+  check->add_option("--impl", opt.impls, "implementation to check (repeatable->check(kNonEmpty); default: every "
                                          "reference, adapter and layer implementation)");
   check->add_option("--plugin", opt.plugins,
-                    "shared library exporting attncheck_plugin_impls (repeatable); without "
+                    "shared library exporting attncheck_plugin_impls (repeatable)->check(kNonEmpty); without "
                     "--impl, every implementation it exports is checked");
-  check->add_option("--property", opt.properties, "property to run (repeatable; default: all)");
-  check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16");
-  check->add_option("--cases", opt.cases, "cases per property (default: the profile's)")
-      ->check(CLI::PositiveNumber);
-  check->add_option("--seed", opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)");
-  check->add_option("--profile", opt.profile, "ci (default) or thorough");
-  check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards");
+  check->add_option("--property", opt.properties, "property to run (repeatable->check(kNonEmpty); default: all)");
+  check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16")->check(kNonEmpty);
+  check->add_option("--cases", opt.cases,
+                    fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
+      ->check(CLI::Range(1, kMaxCases));
+  check->add_option("--seed", opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)")->check(kNonEmpty);
+  check->add_option("--profile", opt.profile, "ci (default) or thorough")->check(kNonEmpty);
+  check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards")->check(kNonEmpty);
   check->add_flag("--strict", opt.strict, "NaN at masked keys, not only large values");
   check->add_option("--timeout-ms", opt.timeout_ms,
                     fmt::format("per-call limit of CPU time of an isolated implementation "
@@ -228,18 +242,18 @@ int run_cli(int argc, char** argv) {
   check->add_flag("--no-isolation", opt.no_isolation,
                   "run implementations in this process (for a debugger; a crash then ends "
                   "the run)");
-  check->add_option("--report", opt.report, "write the JSON report here");
-  check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures");
+  check->add_option("--report", opt.report, "write the JSON report here")->check(kNonEmpty);
+  check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
 
   std::string replay_path, replay_impl;
   std::vector<std::string> replay_plugins;
   bool replay_no_isolation = false;
   int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
-  replay->add_option("FIXTURE", replay_path, "fixture JSON")->required();
-  replay->add_option("--impl", replay_impl, "implementation (default: the fixture's)");
+  replay->add_option("FIXTURE", replay_path, "fixture JSON")->required()->check(kNonEmpty);
+  replay->add_option("--impl", replay_impl, "implementation (default: the fixture's)")->check(kNonEmpty);
   replay->add_option("--plugin", replay_plugins,
-                     "load this plugin; its implementation judges the case (default: the "
+                     "load this plugin->check(kNonEmpty); its implementation judges the case (default: the "
                      "fixture's implementation if it exports it, else its only one)");
   replay->add_option("--timeout-ms", replay_timeout_ms, "per-call limit of CPU time, as for check")
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
@@ -248,16 +262,28 @@ int run_cli(int argc, char** argv) {
   std::string merge_out;
   std::vector<std::string> merge_in;
   CLI::App* merge = app.add_subcommand("merge-reports", "join the --report files of shards");
-  merge->add_option("OUT", merge_out, "merged report")->required();
-  merge->add_option("IN", merge_in, "reports to join")->required();
+  merge->add_option("OUT", merge_out, "merged report")->required()->check(kNonEmpty);
+  merge->add_option("IN", merge_in, "reports to join")->required()->check(kNonEmpty);
 
   bench::BenchOptions bench_opt;
   CLI::App* bench_cmd = bench::add_bench_command(app, bench_opt);
 
   std::string oracle_path;
   CLI::App* oracle_cmd = app.add_subcommand("oracle", "exact results of a problem or fixture as JSON");
-  oracle_cmd->add_option("FILE", oracle_path, "problem or fixture JSON")->required();
+  oracle_cmd->add_option("FILE", oracle_path, "problem or fixture JSON")->required()->check(kNonEmpty);
 
+  // CLI11 would say only that an argument "was not expected".
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::cerr << fmt::format("attncheck: unknown subcommand '{}' (expected one of {})\n",
+                               printable(argv[1]), fmt::join(names, ", "));
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -265,7 +291,7 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "attncheck: " << e.what() << "\n";
+    std::cerr << "attncheck: " << printable(e.what(), kMessageChars) << "\n";
     return kExitUsage;
   }
   try {
