@@ -1,5 +1,6 @@
 #include "attncheck/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -56,14 +57,29 @@ Problem Problem::zeros(DType dtype, int64_t batch, int64_t heads,
   return p;
 }
 
+KeyBand Problem::causal_band(int64_t i) const {
+  return {0, causal ? std::min(tk - 1, position(i)) : tk - 1};
+}
+
+KeyBand Problem::window_band(int64_t i) const {
+  const int64_t pos = position(i);
+  KeyBand band{0, tk - 1};
+  if (window_left >= 0) band.first = std::max(band.first, pos - window_left);
+  if (window_right >= 0) band.last = std::min(band.last, pos + window_right);
+  return band;
+}
+
+KeyBand Problem::key_band(int64_t i) const {
+  KeyBand band = window_band(i);
+  band.last = std::min(band.last, causal_band(i).last);
+  return band;
+}
+
 bool Problem::allowed(int64_t b, int64_t h, int64_t i, int64_t j) const {
   if (!key_valid.empty() && !key_valid[static_cast<size_t>(b * tk + j)]) {
     return false;
   }
-  const int64_t pos = position(i);
-  if (causal && j > pos) return false;
-  if (window_left >= 0 && j < pos - window_left) return false;
-  if (window_right >= 0 && j > pos + window_right) return false;
+  if (!key_band(i).contains(j)) return false;
   if (mask && !mask->at(b, h, i, j, tq, tk)) return false;
   return true;
 }

@@ -681,112 +681,6 @@ void check_meta(Reader& r, const json& meta) {
   }
 }
 
-// args: what a property drew beyond the problem. The names the properties
-// read are checked against the problem, so that a replayed judge never
-// indexes outside it; names not listed here are left to their property.
-void check_args(Reader& r, const json& args, const Problem& p) {
-  if (!args.is_object()) r.field_error("args", "expected an object");
-  const auto field = [](const std::string& key) { return "args." + key; };
-  const auto integer_in = [&](const std::string& key, const json& v,
-                              int64_t lo, int64_t hi, const char* what) {
-    const int64_t x = r.integer(field(key), v);
-    if (x < lo || x >= hi) {
-      r.field_error(field(key), fmt::format("{} {} is outside [{}, {})", what,
-                                            x, lo, hi));
-    }
-    return x;
-  };
-  // count finite JSON numbers (the judges read them as doubles).
-  const auto finite_numbers = [&](const std::string& key, const json& v,
-                                  int64_t count) {
-    r.array(field(key), v, count, "finite numbers");
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number() || !std::isfinite(v[i].get<double>())) {
-        r.field_error(field(key), fmt::format("element {}: expected a finite "
-                                              "number, got {}",
-                                              i, brief(v[i])));
-      }
-    }
-  };
-  const auto permutation = [&](const std::string& key, const json& v,
-                               int64_t n, const char* dim) {
-    r.array(field(key), v, n, fmt::format("indices (a permutation of 0..{}-1)",
-                                          dim));
-    std::vector<bool> seen(static_cast<size_t>(n), false);
-    for (const json& x : v) {
-      const int64_t i = integer_in(key, x, 0, n, "index");
-      if (seen[static_cast<size_t>(i)]) {
-        r.field_error(field(key), fmt::format("index {} appears twice: not a "
-                                              "permutation",
-                                              i));
-      }
-      seen[static_cast<size_t>(i)] = true;
-    }
-  };
-  const auto one_of = [&](const std::string& key, const json& v,
-                          std::initializer_list<std::string_view> names) {
-    const std::string s = r.string(field(key), v);
-    for (std::string_view n : names)
-      if (s == n) return;
-    r.field_error(field(key), fmt::format("expected one of \"{}\", got \"{}\"",
-                                          fmt::join(names, "\", \""), s));
-  };
-
-  for (const auto& item : args.items()) {
-    const std::string& key = item.key();
-    const json& v = item.value();
-    if (key == "row") {
-      r.array(field(key), v, 3, "integers [b, h, i]");
-      integer_in(key, v[0], 0, p.batch, "b");
-      integer_in(key, v[1], 0, p.heads, "h");
-      integer_in(key, v[2], 0, p.tq, "i");
-    } else if (key == "query_permutation") {
-      permutation(key, v, p.tq, "tq");
-    } else if (key == "key_permutation") {
-      permutation(key, v, p.tk, "tk");
-    } else if (key == "w") {
-      finite_numbers(key, v, p.dk);
-    } else if (key == "a" || key == "b") {
-      if (!v.is_number() || !std::isfinite(v.get<double>())) {
-        r.field_error(field(key),
-                      fmt::format("expected a finite number, got {}", brief(v)));
-      }
-    } else if (key == "v2" || key == "layout" || key == "changed") {
-      if (key == "v2") r.string(field(key), v);
-      if (key == "layout") one_of(key, v, {"contiguous", "bthd", "padded"});
-      if (key == "changed") one_of(key, v, {"kv_head", "batch"});
-    } else if (key == "index") {
-      const auto changed = args.find("changed");
-      const bool by_head = changed != args.end() && *changed == "kv_head";
-      integer_in(key, v, 0, by_head ? p.kv_heads : p.batch,
-                 by_head ? "kv_head" : "batch");
-    } else if (key == "score_exponent" || key == "q_scaled_by_power_of_two") {
-      integer_in(key, v, -100000, 100000, "exponent");
-    } else if (key == "heads") {
-      // A layer's case (MultiHeadConsistency): the problem is the
-      // projected one, so its heads and dk fix the layer's.
-      integer_in(key, v, p.heads, p.heads + 1, "heads (the problem's)");
-    } else if (key == "d_model") {
-      integer_in(key, v, p.heads * p.dk, p.heads * p.dk + 1,
-                 "d_model (the problem's heads * dk)");
-    } else if (key == "x_q" || key == "x_kv" || key == "w_q" || key == "w_k" ||
-               key == "w_v" || key == "w_o") {
-      // The layer's inputs and projections: [batch][t][d_model] and
-      // [d_model][d_model].
-      const auto d = args.find("d_model");
-      if (d == args.end()) r.field_error(field("d_model"), "missing");
-      const int64_t dm = integer_in("d_model", *d, p.heads * p.dk,
-                                    p.heads * p.dk + 1,
-                                    "d_model (the problem's heads * dk)");
-      const int64_t count =
-          key == "x_q"    ? element_count(r, field(key), {p.batch, p.tq, dm})
-          : key == "x_kv" ? element_count(r, field(key), {p.batch, p.tk, dm})
-                          : element_count(r, field(key), {dm, dm});
-      finite_numbers(key, v, count);
-    }
-  }
-}
-
 }  // namespace
 
 Fixture fixture_from_json(const json& j, const std::string& where) {
@@ -804,8 +698,11 @@ Fixture fixture_from_json(const json& j, const std::string& where) {
   }
   f.problem = problem_from_json(r.required("problem"),
                                 fmt::format("{}: problem", where));
+  // args: what the property drew beyond the problem. Only its shape is
+  // the format's; the property that reads them checks their values against
+  // the problem before replaying (PropertyDef::validate_args).
   if (const json* v = r.optional("args")) {
-    check_args(r, *v, f.problem);
+    if (!v->is_object()) r.field_error("args", "expected an object");
     f.args = *v;
   }
   if (const json* v = r.optional("expected")) f.expected = *v;

@@ -72,13 +72,9 @@ inline std::optional<std::string> first_empty_row_error(const Problem& p) {
         // the first allowed one settles the row: a linear cost in tq, where
         // counting every row's keys would be tq * tk (the bench's long
         // sliding-window runs).
-        const int64_t pos = p.position(i);
-        int64_t first = 0, last = p.tk - 1;
-        if (p.window_left >= 0) first = std::max<int64_t>(first, pos - p.window_left);
-        if (p.window_right >= 0) last = std::min(last, pos + p.window_right);
-        if (p.causal) last = std::min(last, pos);
+        const KeyBand band = p.key_band(i);
         bool any = false;
-        for (int64_t j = first; j <= last && !any; ++j) any = p.allowed(b, h, i, j);
+        for (int64_t j = band.first; j <= band.last && !any; ++j) any = p.allowed(b, h, i, j);
         if (!any) {
           return "query (b=" + std::to_string(b) + ", h=" + std::to_string(h) +
                  ", i=" + std::to_string(i) + ") has no allowed key";

@@ -68,6 +68,87 @@ void Comparison::add(const std::string& array, const std::vector<int64_t>& shape
   }
 }
 
+std::vector<double> pairwise_tolerance(const std::vector<double>& tol_x,
+                                       const std::vector<double>& tol_y) {
+  std::vector<double> tol(tol_x.size());
+  for (size_t k = 0; k < tol.size(); ++k) tol[k] = pairwise_tolerance(tol_x[k], tol_y[k]);
+  return tol;
+}
+
+const char* array_name(ArrayKind kind) {
+  switch (kind) {
+    case ArrayKind::out: return "out";
+    case ArrayKind::weights: return "weights";
+    case ArrayKind::lse: return "lse";
+    case ArrayKind::dq: return "dq";
+    case ArrayKind::dk: return "dk";
+    case ArrayKind::dv: return "dv";
+  }
+  return "?";
+}
+
+std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p) {
+  switch (kind) {
+    case ArrayKind::out: return {p.batch, p.heads, p.tq, p.dv};
+    case ArrayKind::weights: return {p.batch, p.heads, p.tq, p.tk};
+    case ArrayKind::lse: return {p.batch, p.heads, p.tq};
+    case ArrayKind::dq: return {p.batch, p.heads, p.tq, p.dk};
+    case ArrayKind::dk: return {p.batch, p.kv_heads, p.tk, p.dk};
+    case ArrayKind::dv: return {p.batch, p.kv_heads, p.tk, p.dv};
+  }
+  return {};
+}
+
+int64_t array_size(ArrayKind kind, const Problem& p) {
+  int64_t n = 1;
+  for (int64_t d : array_shape(kind, p)) n *= d;
+  return n;
+}
+
+Features array_feature(ArrayKind kind) {
+  switch (kind) {
+    case ArrayKind::out: return 0;
+    case ArrayKind::weights: return ATTNCHECK_FEATURE_WEIGHTS;
+    case ArrayKind::lse: return ATTNCHECK_FEATURE_LSE;
+    case ArrayKind::dq:
+    case ArrayKind::dk:
+    case ArrayKind::dv: return ATTNCHECK_FEATURE_BACKWARD;
+  }
+  return 0;
+}
+
+std::vector<ArrayKind> returned_kinds(const ImplInfo& info, const std::vector<ArrayKind>& kinds) {
+  std::vector<ArrayKind> returned;
+  for (ArrayKind kind : kinds)
+    if (info.has(array_feature(kind))) returned.push_back(kind);
+  return returned;
+}
+
+void compare_array(Comparison& c, ArrayKind kind, const Problem& p,
+                   const std::vector<double>& expected, const std::vector<double>& got,
+                   const std::vector<double>& tol, CompareMode mode, std::string_view what,
+                   const RowFilter& rows) {
+  const std::string name = what.empty() ? std::string(array_name(kind))
+                                        : fmt::format("{} ({})", array_name(kind), what);
+  std::vector<double> element_tol(expected.size(), 0.0);
+  if (mode == CompareMode::tolerance) element_tol = tol;
+  if (mode == CompareMode::pairwise) element_tol = pairwise_tolerance(tol, tol);
+  std::vector<uint8_t> skip;
+  if (rows) {
+    // Kinds laid out [b][h][tq][...]: row (b, h, i) is flat index / per_row.
+    const auto n_rows = static_cast<size_t>(p.batch * p.heads * p.tq);
+    const size_t per_row = expected.size() / n_rows;
+    skip.assign(expected.size(), 0);
+    for (size_t k = 0; k < expected.size(); ++k) {
+      const size_t row = k / per_row;
+      const auto i = static_cast<int64_t>(row % static_cast<size_t>(p.tq));
+      const auto bh = static_cast<int64_t>(row / static_cast<size_t>(p.tq));
+      skip[k] = rows(bh / p.heads, bh % p.heads, i) ? 0 : 1;
+    }
+  }
+  c.add(name, array_shape(kind, p), got, expected, element_tol, skip);
+}
+
 std::string Comparison::describe_failures() const {
   std::string s;
   for (const ElementCheck& e : failures) s += "  " + e.describe() + "\n";

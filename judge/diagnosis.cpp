@@ -22,7 +22,9 @@
 #include <limits>
 #include <utility>
 
+#include "attncheck/compare.h"
 #include "attncheck/tolerance.h"
+#include "attncheck/transforms.h"
 
 namespace attncheck {
 namespace {
@@ -66,7 +68,8 @@ AlternativeFn with_scale(std::function<double(const Problem&)> scale) {
 bool key_ok(const Problem& p, int64_t b, int64_t j) {
   return p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)] != 0;
 }
-bool causal_ok(const Problem& p, int64_t i, int64_t j) { return !p.causal || j <= p.position(i); }
+bool causal_ok(const Problem& p, int64_t i, int64_t j) { return p.causal_band(i).contains(j); }
+bool window_ok(const Problem& p, int64_t i, int64_t j) { return p.window_band(i).contains(j); }
 bool left_ok(const Problem& p, int64_t i, int64_t j) {
   return p.window_left < 0 || j >= p.position(i) - p.window_left;
 }
@@ -107,17 +110,7 @@ AlternativeFn restricted(std::function<bool(const Problem&)> applies, KeyRule ru
 // query head's K/V copied out under that mapping.
 std::optional<Problem> kv_heads_by_modulo(const Problem& p) {
   if (p.kv_heads <= 1 || p.kv_heads >= p.heads) return std::nullopt;  // both maps agree
-  Problem a = p;
-  a.kv_heads = p.heads;
-  a.k = make_tensor(p.batch, p.heads, p.tk, p.dk);
-  a.v = make_tensor(p.batch, p.heads, p.tk, p.dv);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t j = 0; j < p.tk; ++j) {
-        for (int64_t d = 0; d < p.dk; ++d) a.k.at(b, h, j, d) = p.k.at(b, h % p.kv_heads, j, d);
-        for (int64_t d = 0; d < p.dv; ++d) a.v.at(b, h, j, d) = p.v.at(b, h % p.kv_heads, j, d);
-      }
-  return a;
+  return expand_kv_heads(p, [](const Problem& q, int64_t h) { return h % q.kv_heads; });
 }
 
 // Softmax attention over given scores (s_ij at every key, [b][h][tq][tk])
@@ -306,15 +299,15 @@ std::vector<Hypothesis> make_table() {
       {"causal_strict", "output matches a strict causal mask j < p_i (the diagonal masked?)",
        restricted([](const Problem& p) { return p.causal; },
                   [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-                    return key_ok(p, b, j) && j < p.position(i) && left_ok(p, i, j) &&
-                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                    return key_ok(p, b, j) && j < p.position(i) && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
                   })},
       {"causal_off_by_one",
        "output matches a causal mask allowing j <= p_i + 1 (causal mask off by one?)",
        restricted([](const Problem& p) { return p.causal; },
                   [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-                    return key_ok(p, b, j) && j <= p.position(i) + 1 && left_ok(p, i, j) &&
-                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                    return key_ok(p, b, j) && j <= p.position(i) + 1 && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
                   })},
       {"window_left_edge_excluded",
        "output matches a window without its left edge, p_i - left < j (window off by one?)",
@@ -343,8 +336,8 @@ std::vector<Hypothesis> make_table() {
        "output matches the explicit mask inverted (1 read as masked, 0 as allowed?)",
        restricted([](const Problem& p) { return p.mask.has_value(); },
                   [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
-                           right_ok(p, i, j) && !mask_ok(p, b, h, i, j);
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
+                           !mask_ok(p, b, h, i, j);
                   })},
       {"key_padding_on_queries",
        "output matches key padding applied to the queries (key_valid[b][i] masking query rows "
@@ -352,15 +345,15 @@ std::vector<Hypothesis> make_table() {
        restricted([](const Problem& p) { return !p.key_valid.empty(); },
                   [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
                     return (i >= p.tk || key_ok(p, b, i)) && causal_ok(p, i, j) &&
-                           left_ok(p, i, j) && right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                           window_ok(p, i, j) && mask_ok(p, b, h, i, j);
                   })},
       {"key_padding_batch0",
        "output matches batch 0's key padding used for every batch entry (batch index of "
        "key_valid ignored?)",
        restricted([](const Problem& p) { return !p.key_valid.empty() && p.batch > 1; },
                   [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
-                    return key_ok(p, 0, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
-                           right_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                    return key_ok(p, 0, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
                   })},
       {"kv_head_modulo",
        "output matches GQA with query head h reading K/V head h % kv_heads (instead of "
@@ -430,7 +423,8 @@ void judge(const ArrayCheck& a, const std::vector<uint8_t>& ill_conditioned, boo
     const bool apart = same_values ? !within(a.got[k], a.correct[k], a.correct_tol[k])
                                    : a.alternative[k] != a.correct[k] &&
                                          !(std::fabs(a.alternative[k] - a.correct[k]) <=
-                                           a.alternative_tol[k] + a.correct_tol[k]);
+                                           pairwise_tolerance(a.alternative_tol[k],
+                                                              a.correct_tol[k]));
     if (apart) v.told_apart = true;
   }
 }

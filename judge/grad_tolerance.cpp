@@ -28,18 +28,19 @@
 // The weights' error W_j is the forward tolerance of a_j (tolerance.cpp):
 // it already covers the logits' errors D_j, the exps, the sum, the
 // division, the cast of P (u_p) and the lse route of flash-style passes,
-// and it is a bound (its own 1.25 included), so the backward inherits every
-// one of those without re-deriving them.
+// and it is a bound (its own kSecondOrderFactor included), so the backward
+// inherits every one of those without re-deriving them.
 //
-// The bound of each gradient is the sum of first-order terms times 1.25,
-// for the same reason as the forward's: every term is a first-order error
-// times a product of (1 + delta) factors of later stages, and while each
-// relative first-order term (the gamma of every sum, the weights' relative
-// errors, checked by the forward) stays below kFirstOrderLimit the products
-// stay below 1 / (1 - 0.1)^2 = 1.234 < 1.25 of their first-order part. The
-// softcap factor is the exception: its relative error is unbounded where
-// tanh saturates (f_j -> 0), so its stage is bounded without linearising
-// (|dS^ f^ - dS f| <= |dS^ - dS| (f + F) + |dS| F, exactly).
+// The bound of each gradient is the sum of first-order terms times
+// kSecondOrderFactor (tolerance.h), for the same reason as the forward's:
+// every term is a first-order error times a product of (1 + delta) factors
+// of later stages, and while each relative first-order term (the gamma of
+// every sum, the weights' relative errors, checked by the forward) stays
+// below kFirstOrderLimit the products stay below 1 / (1 - 0.1)^2 = 1.234 <
+// 1.25 of their first-order part. The softcap factor is the exception: its
+// relative error is unbounded where tanh saturates (f_j -> 0), so its stage
+// is bounded without linearising (|dS^ f^ - dS f| <= |dS^ - dS| (f + F) +
+// |dS| F, exactly).
 //
 // The quantities dA_j, delta, dS_j, dT_j the bound needs are computed here in
 // double from the problem and the oracle's weights, not asked of the oracle.
@@ -256,8 +257,9 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
         // product by sigma may underflow; the final rounding and underflow.
         for (size_t d = 0; d < dk; ++d) {
           const size_t at = row * dk + d;
-          tol.dq[at] = 1.25 * (sigma * (err_q[d] + gamma_q * mag_q[d]) + (n * sigma + 1) * eta_a +
-                               u_out * std::fabs(o.dq[at]) + eta_o);
+          tol.dq[at] =
+              kSecondOrderFactor * (sigma * (err_q[d] + gamma_q * mag_q[d]) +
+                                    (n * sigma + 1) * eta_a + u_out * std::fabs(o.dq[at]) + eta_o);
         }
       }
     }
@@ -275,13 +277,14 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
         ill = ill || gamma_m > kFirstOrderLimit;
         for (size_t d = 0; d < dk; ++d) {
           const size_t at = kv * dk + d;
-          tol.dk[at] = 1.25 * (sigma * (err_k[at] + gamma_m * mag_k[at]) +
-                               (m[kv] * sigma + 1) * eta_a + u_out * std::fabs(o.dk[at]) + eta_o);
+          tol.dk[at] = kSecondOrderFactor *
+                       (sigma * (err_k[at] + gamma_m * mag_k[at]) + (m[kv] * sigma + 1) * eta_a +
+                        u_out * std::fabs(o.dk[at]) + eta_o);
         }
         for (size_t d = 0; d < dv; ++d) {
           const size_t at = kv * dv + d;
-          tol.dv[at] = 1.25 * (err_v[at] + gamma_m * mag_v[at] + m[kv] * eta_a +
-                               u_out * std::fabs(o.dv[at]) + eta_o);
+          tol.dv[at] = kSecondOrderFactor * (err_v[at] + gamma_m * mag_v[at] + m[kv] * eta_a +
+                                             u_out * std::fabs(o.dv[at]) + eta_o);
         }
       }
       // A K/V row's sum beyond first order makes every query row of the

@@ -17,9 +17,9 @@
 // sum_j a_j d_j (v_j - c); the remaining terms are the roundings of the
 // exponentials, of the sums and of the final division and cast. Products of
 // (1 + delta) factors whose first-order part stays below kFirstOrderLimit
-// are bounded by 1.25 times that part: 1 / (1 - 0.1)^2 = 1.234 < 1.25
-// covers the second-order remainder of the two nested perturbations (logits,
-// then normalisation).
+// are bounded by kSecondOrderFactor times that part (tolerance.h: 1.25,
+// since 1 / (1 - 0.1)^2 = 1.234 < 1.25), which covers the second-order
+// remainder of the two nested perturbations (logits, then normalisation).
 
 namespace attncheck {
 
@@ -131,9 +131,9 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           // latter a correct f32 kernel exceeded the bound on outputs near
           // 1e-42.
           tol.out[out_index(p, b, h, i, d)] =
-              1.25 * (spread + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
-                      (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v +
-                      n * eta_a + eta_o);
+              kSecondOrderFactor *
+              (spread + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
+               (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_a + eta_o);
         }
         // Weights: the logit errors of the row, the exps, the sum and the
         // division; underflow as for the output, the / l of SPEC 4's
@@ -143,15 +143,15 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           const size_t w = weight_index(p, b, h, i, j);
           const double a = o.weights[w];
           tol.weights[w] =
-              1.25 * (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N +
-                           gamma_n + 2 * u_a + u_o) +
-                      eta_p + eta_a);
+              kSecondOrderFactor *
+              (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N + gamma_n + 2 * u_a + u_o) +
+               eta_p + eta_a);
         }
         // lse = m + log l: the logits' weighted error, the exps and the sum
         // inside the log (relative errors of l become absolute ones of
         // log l), and two roundings (log, addition) of |lse|.
         const double lse = o.lse[row];
-        tol.lse[row] = 1.25 * (sum_aD + eps + gamma_n + 2 * u_a * std::fabs(lse));
+        tol.lse[row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * u_a * std::fabs(lse));
       }
     }
   }

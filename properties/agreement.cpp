@@ -54,11 +54,9 @@ void judge_agreement(CaseContext& ctx, const Case& c) {
   if (rp.status != Status::ok) ctx.discard("the partner could not compute the problem");
   const auto [o, t] = ctx.reference(p);
   const Tolerances tp = tolerances(p, o, partner->info().precision);
-  std::vector<double> tol(t.out.size());
-  for (size_t k = 0; k < tol.size(); ++k) tol[k] = t.out[k] + tp.out[k];
   Comparison cmp;
-  cmp.add(fmt::format("out (vs {})", partner->info().name), {p.batch, p.heads, p.tq, p.dv}, r.out,
-          rp.out, tol);
+  compare_array(cmp, ArrayKind::out, p, rp.out, r.out, pairwise_tolerance(t.out, tp.out),
+                CompareMode::tolerance, "vs " + partner->info().name);
   ctx.expect(cmp, fmt::format("disagrees with {} beyond both tolerances", partner->info().name));
 }
 

@@ -47,14 +47,13 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   if (r.status == Status::error) {
     ctx.fail("backward reported an error on a problem without empty rows: " + r.error);
   }
-  const auto check = [&](const char* name, size_t got, int64_t expected) {
-    if (got != static_cast<size_t>(expected)) {
-      ctx.fail(fmt::format("{} has {} elements, expected {}", name, got, expected));
+  for (ArrayKind kind : kBackwardKinds) {
+    const size_t got = array_of(r, kind).size();
+    if (got != static_cast<size_t>(array_size(kind, p))) {
+      ctx.fail(fmt::format("{} has {} elements, expected {}", array_name(kind), got,
+                           array_size(kind, p)));
     }
-  };
-  check("dq", r.dq.size(), p.batch * p.heads * p.tq * p.dk);
-  check("dk", r.dk.size(), p.batch * p.kv_heads * p.tk * p.dk);
-  check("dv", r.dv.size(), p.batch * p.kv_heads * p.tk * p.dv);
+  }
   return r;
 }
 
@@ -96,9 +95,7 @@ void judge_gradients(CaseContext& ctx, const Case& cs) {
   const GradTolerances t = grad_tolerances(p, o, ctx.info().precision);
   if (t.ill_conditioned_rows > 0) ctx.discard("ill-conditioned (beyond first-order analysis)");
   Comparison c;
-  c.add("dq", {p.batch, p.heads, p.tq, p.dk}, r.dq, o.dq, t.dq);
-  c.add("dk", {p.batch, p.kv_heads, p.tk, p.dk}, r.dk, o.dk, t.dk);
-  c.add("dv", {p.batch, p.kv_heads, p.tk, p.dv}, r.dv, o.dv, t.dv);
+  compare_kinds(c, kBackwardKinds, p, o, r, t, CompareMode::tolerance);
   ctx.expect(c, "gradients differ from the oracle's");
 }
 

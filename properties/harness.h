@@ -11,10 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/compare.h"
+#include "attncheck/fixture.h"
 #include "attncheck/isolation.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/tolerance.h"
+#include "attncheck/transforms.h"
+#include "properties/args.h"
 #include "properties/gen/problem_gen.h"
 
 namespace attncheck {
@@ -96,10 +99,15 @@ using JudgeFn = std::function<void(CaseContext&, const Case&)>;
 /// Why a property does not apply, or nullopt.
 using SkipFn = std::function<std::optional<std::string>(const ImplInfo&, DType)>;
 
+/// Checks a fixture's args before replay judges them (PropertyDef::validate_args).
+using ValidateArgsFn = std::function<void(const Fixture&)>;
+
 /// A property checked case by case: RapidCheck draws and shrinks cases, the
-/// judge decides each; replay judges a fixture's case again.
+/// judge decides each; replay judges a fixture's case again, once
+/// `validate_args` (when given) accepted its args.
 PropertyDef case_property(std::string name, std::string statement, int default_cases,
-                          SkipFn skip, DrawFn draw, JudgeFn judge);
+                          SkipFn skip, DrawFn draw, JudgeFn judge,
+                          ValidateArgsFn validate_args = {});
 
 /// Never skips.
 std::optional<std::string> always_applies(const ImplInfo&, DType);
@@ -121,23 +129,6 @@ int case_budget(const PropertyDef& prop, const RunConfig& config);
 /// implementation returns them or its limits allow dv = tk (SPEC 2: with
 /// V = the identity, output row i is weight row i).
 std::optional<std::string> needs_weights(const ImplInfo& info);
-
-/// The problem with V replaced by the tk x tk identity in every slice
-/// (dv = tk), whose output rows are the weight rows.
-Problem with_identity_values(const Problem& p);
-
-/// Compares two answers to the same logical problem, element by element:
-/// each is within tol of the same oracle value, so they are within 2 tol of
-/// each other. The arrays are laid out as the output of p.
-void add_pairwise(Comparison& c, const std::string& array, const Problem& p,
-                  const std::vector<double>& expected, const std::vector<double>& got,
-                  const std::vector<double>& tol);
-
-/// Bitwise compare of the output rows of (b, h, i) for which `select` is
-/// true (values: +0 equals -0, NaN never equals).
-void add_bitwise_rows(Comparison& c, const std::string& array, const Problem& p,
-                      const std::vector<double>& expected, const std::vector<double>& got,
-                      const std::function<bool(int64_t b, int64_t h, int64_t i)>& select);
 
 /// The key sets a row can not see are changed (by `change`, applied to the
 /// K/V head g of batch b at each key of `keys`); every row of (b, query

@@ -9,8 +9,6 @@
 namespace attncheck {
 namespace {
 
-std::vector<int64_t> out_shape(const Problem& p) { return {p.batch, p.heads, p.tq, p.dv}; }
-
 // Query i of the result is query qp[i] of p; key j is key kp[j].
 Problem permuted(const Problem& p, const std::vector<int64_t>& qp, const std::vector<int64_t>& kp) {
   Problem c = p.contiguous();
@@ -50,6 +48,12 @@ Case draw_permutation(CaseContext& ctx) {
   return {p, {{"query_permutation", gen::permutation(p.tq)}, {"key_permutation", gen::permutation(p.tk)}}};
 }
 
+void validate_permutation(const Fixture& f) {
+  const ArgsCheck a(f.args, f.problem);
+  a.permutation("key_permutation", f.problem.tk, "tk");
+  a.permutation("query_permutation", f.problem.tq, "tq");
+}
+
 void judge_permutation(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   const auto qp = c.args.at("query_permutation").get<std::vector<int64_t>>();
@@ -68,7 +72,8 @@ void judge_permutation(CaseContext& ctx, const Case& c) {
           tol[out_index(p, b, h, i, d)] = t.out[src];
         }
   Comparison cmp;
-  add_pairwise(cmp, "out (permuted problem)", p, expected, rp.out, tol);
+  compare_array(cmp, ArrayKind::out, p, expected, rp.out, tol, CompareMode::pairwise,
+                "permuted problem");
   ctx.expect(cmp, "outputs are not permutation equivariant");
 }
 
@@ -109,16 +114,13 @@ void judge_translation(CaseContext& ctx, const Case& c) {
   const auto [o, t] = ctx.reference(p);
   const auto [os, ts] = ctx.reference(shifted);
   // Both answers approximate the same exact values (the shift adds q_i.w to
-  // every score of row i), each within its own problem's tolerance.
-  std::vector<double> tol(t.out.size());
-  for (size_t k = 0; k < tol.size(); ++k) tol[k] = t.out[k] + ts.out[k];
+  // every score of row i, which moves lse), each within its own problem's
+  // tolerance.
   Comparison cmp;
-  cmp.add("out (keys translated by w)", out_shape(p), rs.out, r.out, tol);
-  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
-    std::vector<double> wt(t.weights.size());
-    for (size_t k = 0; k < wt.size(); ++k) wt[k] = t.weights[k] + ts.weights[k];
-    cmp.add("weights (keys translated by w)", {p.batch, p.heads, p.tq, p.tk}, rs.weights,
-            r.weights, wt);
+  for (ArrayKind kind : returned_kinds(ctx.info(), {ArrayKind::out, ArrayKind::weights})) {
+    compare_array(cmp, kind, p, array_of(r, kind), array_of(rs, kind),
+                  pairwise_tolerance(array_of(t, kind), array_of(ts, kind)),
+                  CompareMode::tolerance, "keys translated by w");
   }
   ctx.expect(cmp, "adding one vector to every key changes the result");
 }
@@ -139,7 +141,8 @@ void judge_layout(CaseContext& ctx, const Case& c) {
   const ForwardResult rl = ctx.call_ok(gen::with_layout(p, layout));
   const auto [o, t] = ctx.reference(p);
   Comparison cmp;
-  add_pairwise(cmp, "out (q, k, v laid out " + name + ")", p, r.out, rl.out, t.out);
+  compare_array(cmp, ArrayKind::out, p, r.out, rl.out, t.out, CompareMode::pairwise,
+                "q, k, v laid out " + name);
   ctx.expect(cmp, "the memory layout changes the result");
 }
 
@@ -150,16 +153,15 @@ void judge_determinism(CaseContext& ctx, const Case& c) {
   Comparison cmp;
   if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC)) {
     const auto [o, t] = ctx.reference(p);
-    add_pairwise(cmp, "out (second call)", p, r1.out, r2.out, t.out);
+    compare_array(cmp, ArrayKind::out, p, r1.out, r2.out, t.out, CompareMode::pairwise,
+                  "second call");
   } else {
-    add_bitwise_rows(cmp, "out (second call)", p, r1.out, r2.out,
-                     [](int64_t, int64_t, int64_t) { return true; });
-    const std::vector<double> zeros_w(r1.weights.size(), 0.0), zeros_l(r1.lse.size(), 0.0);
-    if (!r1.weights.empty()) {
-      cmp.add("weights (second call)", {p.batch, p.heads, p.tq, p.tk}, r2.weights, r1.weights,
-              zeros_w);
+    // Whatever the first call returned, declared or not, must come back.
+    for (ArrayKind kind : kForwardKinds) {
+      if (array_of(r1, kind).empty()) continue;
+      compare_array(cmp, kind, p, array_of(r1, kind), array_of(r2, kind), {},
+                    CompareMode::bitwise, "second call");
     }
-    if (!r1.lse.empty()) cmp.add("lse (second call)", {p.batch, p.heads, p.tq}, r2.lse, r1.lse, zeros_l);
   }
   ctx.expect(cmp, "the same call twice gives different results");
 }
@@ -170,13 +172,17 @@ PropertyDef permutation_property() {
   return case_property("PermutationEquivariance",
                        "without causal mask or window: permuting queries permutes outputs; "
                        "permuting keys and values together leaves them unchanged",
-                       100, always_applies, draw_permutation, judge_permutation);
+                       100, always_applies, draw_permutation, judge_permutation,
+                       validate_permutation);
 }
 
 PropertyDef key_translation_property() {
   return case_property("KeyTranslationInvariance",
                        "adding one vector w to every key (exact sums) changes neither a nor o",
-                       100, always_applies, draw_translation, judge_translation);
+                       100, always_applies, draw_translation, judge_translation,
+                       [](const Fixture& f) {
+                         ArgsCheck(f.args, f.problem).finite_numbers("w", f.problem.dk);
+                       });
 }
 
 PropertyDef layout_property() {
@@ -184,7 +190,10 @@ PropertyDef layout_property() {
                        "the same logical problem in another memory layout (BHTD, BTHD, padded "
                        "strides) gives the same output",
                        100, needs_features(ATTNCHECK_FEATURE_STRIDES, "FEATURE_STRIDES"),
-                       draw_layout, judge_layout);
+                       draw_layout, judge_layout, [](const Fixture& f) {
+                         ArgsCheck(f.args, f.problem).one_of("layout",
+                                                             {"contiguous", "bthd", "padded"});
+                       });
 }
 
 PropertyDef determinism_property() {

@@ -26,6 +26,9 @@ Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
   return {p, {{"row", {b, h, i}}}};
 }
 
+// The row the case judges, [b, h, i], inside the problem.
+void validate_row(const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); }
+
 std::array<int64_t, 3> row_of(const Case& c) {
   const auto row = c.args.at("row").get<std::vector<int64_t>>();
   return {row.at(0), row.at(1), row.at(2)};
@@ -40,19 +43,14 @@ void judge_causal(CaseContext& ctx, const Case& c) {
   const ForwardResult r = ctx.call_ok(p);
   // Keys after row i0's last causally allowed key.
   std::vector<int64_t> keys;
-  for (int64_t j = std::max<int64_t>(0, p.position(i0) + 1); j < p.tk; ++j) keys.push_back(j);
+  for (int64_t j = 0; j < p.tk; ++j)
+    if (!p.causal_band(i0).contains(j)) keys.push_back(j);
   expect_unseen_keys_ignored(
       ctx, p, r, b0, p.kv_head(h0), keys,
       [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
       fmt::format("changing keys after position {} (row {} of [b={}, h={}]) changes earlier "
                   "queries",
                   p.position(i0), i0, b0, h0));
-}
-
-bool in_window(const Problem& p, int64_t i, int64_t j) {
-  const int64_t pos = p.position(i);
-  return (p.window_left < 0 || j >= pos - p.window_left) &&
-         (p.window_right < 0 || j <= pos + p.window_right);
 }
 
 void judge_window(CaseContext& ctx, const Case& c) {
@@ -66,8 +64,7 @@ void judge_window(CaseContext& ctx, const Case& c) {
   // may not compute more than the windows hold (exercise 10's honesty).
   if (const auto computed = ctx.impl().score_elements_computed()) {
     int64_t band = 0;
-    for (int64_t i = 0; i < p.tq; ++i)
-      for (int64_t j = 0; j < p.tk; ++j) band += in_window(p, i, j) ? 1 : 0;
+    for (int64_t i = 0; i < p.tq; ++i) band += p.window_band(i).size();
     band *= p.batch * p.heads;
     if (*computed > band) {
       ctx.fail(fmt::format("computed {} score elements, but the windows hold {}: the window is "
@@ -81,7 +78,7 @@ void judge_window(CaseContext& ctx, const Case& c) {
       for (int64_t h = 0; h < p.heads; ++h)
         for (int64_t i = 0; i < p.tq; ++i)
           for (int64_t j = 0; j < p.tk; ++j)
-            if (!in_window(p, i, j))
+            if (!p.window_band(i).contains(j))
               cmp.add_element({"weights (outside the window)", {b, h, i, j}, 0.0,
                                r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
   }
@@ -95,16 +92,17 @@ void judge_window(CaseContext& ctx, const Case& c) {
         for (int64_t i = 0; i < p.tq; ++i)
           for (int64_t j = 0; j < p.tk; ++j)
             band.at(b, h, i, j, p.tq, p.tk) =
-                in_window(p, i, j) && (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk));
+                p.window_band(i).contains(j) && (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk));
     banded.mask = band;
     const ForwardResult rb = ctx.call_ok(banded);
     const auto [o, t] = ctx.reference(p);
-    add_pairwise(cmp, "out (global attention with the band mask)", p, r.out, rb.out, t.out);
+    compare_array(cmp, ArrayKind::out, p, r.out, rb.out, t.out, CompareMode::pairwise,
+                  "global attention with the band mask");
   }
   if (!cmp.ok()) ctx.expect(cmp, "the window is not a band mask");
   std::vector<int64_t> keys;
   for (int64_t j = 0; j < p.tk; ++j)
-    if (!in_window(p, i0, j)) keys.push_back(j);
+    if (!p.window_band(i0).contains(j)) keys.push_back(j);
   expect_unseen_keys_ignored(ctx, p, r, b0, p.kv_head(h0), keys,
                              [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
                              fmt::format("keys outside the window of row {} influence rows "
@@ -118,6 +116,17 @@ Case draw_slice(CaseContext& ctx) {
   const int64_t index = by_head ? *rc::gen::inRange<int64_t>(0, p.kv_heads)
                                 : *rc::gen::inRange<int64_t>(0, p.batch);
   return {p, {{"changed", by_head ? "kv_head" : "batch"}, {"index", index}}};
+}
+
+void validate_slice(const Fixture& f) {
+  const ArgsCheck a(f.args, f.problem);
+  const Problem& p = f.problem;
+  a.one_of("changed", {"kv_head", "batch"});
+  if (const auto* v = a.find("index")) {
+    const auto* changed = a.find("changed");
+    const bool by_head = changed && *changed == "kv_head";
+    a.integer_in("index", *v, 0, by_head ? p.kv_heads : p.batch, by_head ? "kv_head" : "batch");
+  }
 }
 
 void judge_slice(CaseContext& ctx, const Case& c) {
@@ -140,12 +149,14 @@ void judge_slice(CaseContext& ctx, const Case& c) {
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rq = ctx.call_ok(q);
   Comparison cmp;
-  add_bitwise_rows(cmp, "out (another slice changed)", p, r.out, rq.out,
-                   [&](int64_t b, int64_t h, int64_t) { return !changed_slice(b, h); });
+  compare_array(cmp, ArrayKind::out, p, r.out, rq.out, {}, CompareMode::bitwise,
+                "another slice changed",
+                [&](int64_t b, int64_t h, int64_t) { return !changed_slice(b, h); });
   if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !cmp.ok()) {
     const auto [o, t] = ctx.reference(p);
     Comparison tol_cmp;
-    add_pairwise(tol_cmp, "out (another slice changed)", p, r.out, rq.out, t.out);
+    compare_array(tol_cmp, ArrayKind::out, p, r.out, rq.out, t.out, CompareMode::pairwise,
+                  "another slice changed");
     ctx.expect(tol_cmp, "changing one slice changes another");
     return;
   }
@@ -156,28 +167,13 @@ void judge_slice(CaseContext& ctx, const Case& c) {
 void judge_gqa(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   // Multi-head attention with each K/V head repeated for its group.
-  Problem mha = Problem::zeros(p.dtype, p.batch, p.heads, p.heads, p.tq, p.tk, p.dk, p.dv);
-  mha.q = p.contiguous().q;
-  mha.key_valid = p.key_valid;
-  mha.mask = p.mask;
-  mha.bias = p.bias;
-  mha.causal = p.causal;
-  mha.align = p.align;
-  mha.window_left = p.window_left;
-  mha.window_right = p.window_right;
-  mha.scale = p.scale;
-  mha.softcap = p.softcap;
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t j = 0; j < p.tk; ++j) {
-        for (int64_t d = 0; d < p.dk; ++d) mha.k.at(b, h, j, d) = p.k.at(b, p.kv_head(h), j, d);
-        for (int64_t d = 0; d < p.dv; ++d) mha.v.at(b, h, j, d) = p.v.at(b, p.kv_head(h), j, d);
-      }
+  const Problem mha = expand_kv_heads(p);
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rm = ctx.call_ok(mha);
   const auto [o, t] = ctx.reference(p);
   Comparison cmp;
-  add_pairwise(cmp, "out (K/V repeated per query head)", p, rm.out, r.out, t.out);
+  compare_array(cmp, ArrayKind::out, p, rm.out, r.out, t.out, CompareMode::pairwise,
+                "K/V repeated per query head");
   ctx.expect(cmp, "grouped-query attention differs from MHA with repeated K/V heads");
 }
 
@@ -194,7 +190,7 @@ PropertyDef causal_prefix_property() {
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
-      judge_causal);
+      judge_causal, validate_row);
 }
 
 PropertyDef window_property() {
@@ -208,14 +204,14 @@ PropertyDef window_property() {
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },
-      judge_window);
+      judge_window, validate_row);
 }
 
 PropertyDef batch_head_property() {
   return case_property("BatchHeadIndependence",
                        "changing one batch entry, or one K/V head with its query heads, "
                        "changes no other slice's output (bitwise)",
-                       100, always_applies, draw_slice, judge_slice);
+                       100, always_applies, draw_slice, judge_slice, validate_slice);
 }
 
 PropertyDef gqa_property() {

@@ -15,19 +15,14 @@ void judge_against_oracle(CaseContext& ctx, const Case& c) {
   const ForwardResult r = ctx.call_ok(p);
   for (size_t k = 0; k < r.out.size(); ++k) {
     if (!std::isfinite(r.out[k])) {
-      const auto idx = unflatten(k, {p.batch, p.heads, p.tq, p.dv});
+      const auto idx = unflatten(k, array_shape(ArrayKind::out, p));
       ctx.fail(fmt::format("out[{}] = {} is not finite", fmt::join(idx, ","), r.out[k]));
     }
   }
   const auto [o, t] = ctx.reference(p);
   Comparison cmp;
-  cmp.add("out", {p.batch, p.heads, p.tq, p.dv}, r.out, o.out, t.out);
-  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
-    cmp.add("weights", {p.batch, p.heads, p.tq, p.tk}, r.weights, o.weights, t.weights);
-  }
-  if (ctx.info().has(ATTNCHECK_FEATURE_LSE)) {
-    cmp.add("lse", {p.batch, p.heads, p.tq}, r.lse, o.lse, t.lse);
-  }
+  compare_kinds(cmp, returned_kinds(ctx.info(), kForwardKinds), p, o, r, t,
+                CompareMode::tolerance);
   ctx.expect(cmp, "values differ from the oracle's");
 }
 
@@ -85,7 +80,13 @@ PropertyDef extreme_scores_property() {
       "ExtremeScoresStayFinite",
       "scores from the exp-overflow point up to 0.01/u_a give finite outputs that match the "
       "oracle, masked keys included",
-      100, always_applies, draw_extreme, judge_against_oracle);
+      100, always_applies, draw_extreme, judge_against_oracle, [](const Fixture& f) {
+        // Not read by the judge (the problem holds the scaled q), but kept
+        // as a record of how it was drawn.
+        const ArgsCheck a(f.args, f.problem);
+        a.integer("q_scaled_by_power_of_two", -100000, 100000, "exponent");
+        a.integer("score_exponent", -100000, 100000, "exponent");
+      });
 }
 
 }  // namespace attncheck

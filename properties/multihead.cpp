@@ -174,6 +174,25 @@ Case draw_layer(CaseContext& ctx) {
   return c;
 }
 
+// The layer's args against the problem, which is the projected one: its
+// heads and dk fix the layer's heads and d_model, and with them the sizes of
+// the inputs ([batch][t][d_model]) and projections ([d_model][d_model]).
+void validate_layer(const Fixture& f) {
+  const ArgsCheck a(f.args, f.problem);
+  const Problem& p = f.problem;
+  const int64_t d = p.heads * p.dk;
+  a.integer("d_model", d, d + 1, "d_model (the problem's heads * dk)");
+  a.integer("heads", p.heads, p.heads + 1, "heads (the problem's)");
+  for (const std::string_view key : {"w_k", "w_o", "w_q", "w_v", "x_kv", "x_q"}) {
+    if (!a.find(key)) continue;
+    if (!a.find("d_model")) a.error("d_model", "missing");
+    const int64_t count = key == "x_q"    ? a.elements(key, {p.batch, p.tq, d})
+                          : key == "x_kv" ? a.elements(key, {p.batch, p.tk, d})
+                                          : a.elements(key, {d, d});
+    a.finite_numbers(key, count);
+  }
+}
+
 void judge_layer(CaseContext& ctx, const Case& c) {
   const auto* layer = dynamic_cast<const Layer*>(&ctx.impl());
   if (!layer) ctx.fail("the implementation does not implement attncheck::Layer");
@@ -253,7 +272,7 @@ void judge_layer(CaseContext& ctx, const Case& c) {
                            sign[col] * core.out[out_index(p, b, h, i, e)],
                            r.y[static_cast<size_t>((b * p.tq + i) * d + y_col)],
                            0,
-                           2 * t.out[at],
+                           pairwise_tolerance(t.out[at], t.out[at]),
                            0});
         }
   }
@@ -276,7 +295,7 @@ PropertyDef multihead_property() {
         if (info.kind == Kind::layer || info.kind == Kind::broken) return std::nullopt;
         return "only layers (kind layer) have projections and heads to check";
       },
-      draw_layer, judge_layer);
+      draw_layer, judge_layer, validate_layer);
   // Whether an implementation is a layer shows only on the object: a
   // broken implementation that is not one is skipped, a `layer` that is not
   // one fails.

@@ -48,17 +48,6 @@ std::optional<std::string> needs_weights(const ImplInfo& info) {
          "showing them";
 }
 
-Problem with_identity_values(const Problem& p) {
-  Problem q = p;
-  q.dv = p.tk;
-  q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t g = 0; g < p.kv_heads; ++g)
-      for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, g, j, j) = 1;
-  if (!q.dout.empty()) q.dout.clear();
-  return q;
-}
-
 int case_budget(const PropertyDef& prop, const RunConfig& config) {
   if (config.cases > 0) return config.cases;
   return config.profile == Profile::thorough ? 10 * prop.default_cases : prop.default_cases;
@@ -87,19 +76,12 @@ ForwardResult CaseContext::call(const Problem& p) {
   }
   if (r.status == Status::unsupported) discard("unsupported by the implementation");
   if (r.status == Status::ok) {
-    const size_t n_out = static_cast<size_t>(p.batch * p.heads * p.tq * p.dv);
-    if (r.out.size() != n_out) {
-      fail(fmt::format("out has {} elements, expected {}", r.out.size(), n_out));
-    }
-    if (info().has(ATTNCHECK_FEATURE_WEIGHTS) &&
-        r.weights.size() != static_cast<size_t>(p.score_elements())) {
-      fail(fmt::format("weights has {} elements, expected {}", r.weights.size(),
-                       p.score_elements()));
-    }
-    if (info().has(ATTNCHECK_FEATURE_LSE) &&
-        r.lse.size() != static_cast<size_t>(p.batch * p.heads * p.tq)) {
-      fail(fmt::format("lse has {} elements, expected {}", r.lse.size(),
-                       p.batch * p.heads * p.tq));
+    for (ArrayKind kind : returned_kinds(info(), kForwardKinds)) {
+      const size_t got = array_of(r, kind).size();
+      if (got != static_cast<size_t>(array_size(kind, p))) {
+        fail(fmt::format("{} has {} elements, expected {}", array_name(kind), got,
+                         array_size(kind, p)));
+      }
     }
   }
   return r;
@@ -153,30 +135,6 @@ void CaseContext::passed(double budget_used) {
   max_budget_used = std::max(max_budget_used, budget_used);
 }
 
-void add_pairwise(Comparison& c, const std::string& array, const Problem& p,
-                  const std::vector<double>& expected, const std::vector<double>& got,
-                  const std::vector<double>& tol) {
-  std::vector<double> twice(tol.size());
-  for (size_t k = 0; k < tol.size(); ++k) twice[k] = 2 * tol[k];
-  const int64_t rows = p.batch * p.heads * p.tq;
-  c.add(array, {p.batch, p.heads, p.tq, static_cast<int64_t>(expected.size()) / rows}, got,
-        expected, twice);
-}
-
-void add_bitwise_rows(Comparison& c, const std::string& array, const Problem& p,
-                      const std::vector<double>& expected, const std::vector<double>& got,
-                      const std::function<bool(int64_t, int64_t, int64_t)>& select) {
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i) {
-        if (!select(b, h, i)) continue;
-        for (int64_t d = 0; d < p.dv; ++d) {
-          const size_t k = out_index(p, b, h, i, d);
-          c.add_element({array, {b, h, i, d}, expected[k], got[k], 0, 0, 0});
-        }
-      }
-}
-
 void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const ForwardResult& r,
                                 int64_t b, int64_t g, const std::vector<int64_t>& keys,
                                 const std::function<void(Problem&, int64_t)>& change,
@@ -189,25 +147,20 @@ void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const Forwar
   for (int64_t j : keys) change(changed, j);
   const ForwardResult r2 = ctx.call_ok(changed);
   Comparison c;
-  add_bitwise_rows(c, "out (after the change)", p, r.out, r2.out,
-                   [&](int64_t bb, int64_t h, int64_t i) {
-                     if (bb != b || p.kv_head(h) != g) return false;
-                     for (int64_t j : keys)
-                       if (p.allowed(b, h, i, j)) return false;
-                     return true;
-                   });
+  compare_array(c, ArrayKind::out, p, r.out, r2.out, {}, CompareMode::bitwise, "after the change",
+                [&](int64_t bb, int64_t h, int64_t i) {
+                  if (bb != b || p.kv_head(h) != g) return false;
+                  for (int64_t j : keys)
+                    if (p.allowed(b, h, i, j)) return false;
+                  return true;
+                });
   if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !c.ok()) {
     // Atomic reductions are legitimate: bitwise becomes within tolerance.
     const auto [o, t] = ctx.reference(p);
     Comparison tc;
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i)
-        for (int64_t d = 0; d < p.dv; ++d) {
-          const size_t k = out_index(p, b, h, i, d);
-          if (p.kv_head(h) != g) continue;
-          tc.add_element({"out (after the change)", {b, h, i, d}, r.out[k], r2.out[k],
-                          0, 2 * t.out[k], 0});
-        }
+    compare_array(tc, ArrayKind::out, p, r.out, r2.out, t.out, CompareMode::pairwise,
+                  "after the change",
+                  [&](int64_t bb, int64_t h, int64_t) { return bb == b && p.kv_head(h) == g; });
     ctx.expect(tc, what);
     return;
   }
@@ -388,9 +341,10 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
 }  // namespace
 
 PropertyDef case_property(std::string name, std::string statement, int default_cases,
-                          SkipFn skip, DrawFn draw, JudgeFn judge) {
-  PropertyDef d{std::move(name), std::move(statement), default_cases, std::move(skip), {}, {}};
-  const PropertyDef header{d.name, d.statement, d.default_cases, {}, {}, {}};
+                          SkipFn skip, DrawFn draw, JudgeFn judge, ValidateArgsFn validate_args) {
+  PropertyDef d{std::move(name), std::move(statement), default_cases, std::move(skip), {}, {},
+                std::move(validate_args)};
+  const PropertyDef header{d.name, d.statement, d.default_cases, {}, {}, {}, {}};
   d.run = [header, draw, judge](const Implementation& impl, DType dtype,
                                 const RunConfig& config) {
     return run_cases(header, impl, dtype, config, draw, judge);
@@ -431,6 +385,7 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
   const PropertyDef* prop = find_property(name);
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
   if (!prop->replay) throw InputError(fmt::format("{} has no single case to replay", name));
+  if (prop->validate_args) prop->validate_args(fixture);
   if (!impl.info().supports(fixture.problem.dtype)) {
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
                                  dtype_name(fixture.problem.dtype)));

@@ -8,8 +8,6 @@
 namespace attncheck {
 namespace {
 
-std::vector<int64_t> out_shape(const Problem& p) { return {p.batch, p.heads, p.tq, p.dv}; }
-
 Case draw_constant(CaseContext& ctx) {
   Problem p = *gen::problem(ctx.spec());
   // Every key of a (b, K/V head) slice gets the value vector of its first key.
@@ -31,7 +29,7 @@ void judge_constant(CaseContext& ctx, const Case& c) {
         for (int64_t d = 0; d < p.dv; ++d)
           expected[out_index(p, b, h, i, d)] = p.v.at(b, p.kv_head(h), 0, d);
   Comparison cmp;
-  cmp.add("out", out_shape(p), r.out, expected, t.out);
+  compare_array(cmp, ArrayKind::out, p, expected, r.out, t.out, CompareMode::tolerance);
   ctx.expect(cmp, "equal values are not reproduced");
 }
 
@@ -101,7 +99,8 @@ void judge_linearity(CaseContext& ctx, const Case& c) {
              unit_roundoff(DType::f64) * std::fabs(expected[k]);
   }
   Comparison cmp;
-  cmp.add("out (f(a V1 + b V2) vs a f(V1) + b f(V2))", out_shape(p1), r3.out, expected, tol);
+  compare_array(cmp, ArrayKind::out, p1, expected, r3.out, tol, CompareMode::tolerance,
+                "f(a V1 + b V2) vs a f(V1) + b f(V2)");
   ctx.expect(cmp, "the output is not linear in the values");
 }
 
@@ -124,7 +123,13 @@ PropertyDef convex_hull_property() {
 PropertyDef value_linearity_property() {
   return case_property("ValueLinearity",
                        "f(Q, K, a V1 + b V2) = a f(Q, K, V1) + b f(Q, K, V2) within tolerance",
-                       100, always_applies, draw_linearity, judge_linearity);
+                       100, always_applies, draw_linearity, judge_linearity,
+                       [](const Fixture& f) {
+                         const ArgsCheck a(f.args, f.problem);
+                         a.finite_number("a");
+                         a.finite_number("b");
+                         a.string("v2");
+                       });
 }
 
 }  // namespace attncheck

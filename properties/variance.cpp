@@ -124,7 +124,8 @@ PropertyDef variance_property() {
   PropertyDef d{"ScaledScoreVarianceNearOne",
                 "q in {-1,+1}^dk, keys N(0,1): log a_1 - log a_2 has variance 2 "
                 "(chi-square test, false-alarm probability 1e-9)",
-                kProblems, [](const ImplInfo& info, DType) { return needs_weights(info); }, {}, {}};
+                kProblems, [](const ImplInfo& info, DType) { return needs_weights(info); }, {}, {},
+                {}};
   d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
     PropertyOutcome out = blank_outcome(d, impl, dtype);
     variance_test(impl, dtype, config, out);

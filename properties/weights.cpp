@@ -120,7 +120,8 @@ PropertyDef masked_weights_property() {
   return case_property("MaskedWeightsAreZero",
                        "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
                        "output bitwise unchanged",
-                       100, always_applies, draw_masked, judge_masked);
+                       100, always_applies, draw_masked, judge_masked,
+                       [](const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); });
 }
 
 }  // namespace attncheck

@@ -18,12 +18,8 @@ double approx_reciprocal(double l) { return (1 / l) * (1 + 1.5 * 0x1p-12); }
 
 double approx_softmax(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                       std::span<double> a) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) m = std::max(m, s[j]);
-  double l = 0;
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) l += a[j] = std::exp(s[j] - m);
+  const double m = allowed_max(s, ok);
+  const double l = exp_and_sum(s, ok, m, a);
   const double r = approx_reciprocal(l);
   for (size_t j = 0; j < s.size(); ++j)
     if (ok[j]) a[j] *= r;

@@ -30,20 +30,13 @@ ForwardResult shared_max(const Problem& p) {
     w.lse.resize(static_cast<size_t>(sc.tq));
     for (int64_t i = 0; i < sc.tq; ++i) {
       const size_t row = static_cast<size_t>(i) * tk;
+      const auto s = std::span(sc.s).subspan(row, tk);
+      const auto ok = std::span(sc.ok).subspan(row, tk);
+      const auto a = std::span(w.a).subspan(row, tk);
       double& m = cached[static_cast<size_t>(h * p.tq + i)];
-      if (b == 0) {
-        m = -std::numeric_limits<double>::infinity();
-        for (size_t j = 0; j < tk; ++j)
-          if (sc.ok[row + j]) m = std::max(m, sc.s[row + j]);
-      }
-      double l = 0;
-      for (size_t j = 0; j < tk; ++j) {
-        if (!sc.ok[row + j]) continue;
-        w.a[row + j] = std::exp(sc.s[row + j] - m);
-        l += w.a[row + j];
-      }
-      for (size_t j = 0; j < tk; ++j)
-        if (sc.ok[row + j]) w.a[row + j] /= l;
+      if (b == 0) m = allowed_max(s, ok);
+      const double l = exp_and_sum(s, ok, m, a);
+      normalise(ok, l, a);
       w.lse[static_cast<size_t>(i)] = m + std::log(l);
     }
     return w;

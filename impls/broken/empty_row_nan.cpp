@@ -18,15 +18,9 @@ namespace {
 // masked row computes exp(-inf - -inf) = NaN and returns it with Status::ok.
 double masked_minus_inf(std::span<const double> s, std::span<const uint8_t> ok,
                         int64_t, std::span<double> a) {
-  std::vector<double> filled(s.begin(), s.end());
-  for (size_t j = 0; j < s.size(); ++j)
-    if (!ok[j]) filled[j] = -std::numeric_limits<double>::infinity();
-  double m = -std::numeric_limits<double>::infinity();
-  for (double x : filled) m = std::max(m, x);
-  double l = 0;
-  for (size_t j = 0; j < s.size(); ++j) l += a[j] = std::exp(filled[j] - m);
-  for (double& x : a) x /= l;
-  return m + std::log(l);
+  return softmax_masked_by_fill(s, ok, a, [](double) {
+    return -std::numeric_limits<double>::infinity();
+  });
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(

@@ -19,11 +19,7 @@ namespace {
 // all scores equal: uniform weights and the mean of the values.
 double masked_minus_1e9(std::span<const double> s, std::span<const uint8_t> ok,
                         int64_t, std::span<double> a) {
-  std::vector<double> filled(s.begin(), s.end());
-  for (size_t j = 0; j < s.size(); ++j)
-    if (!ok[j]) filled[j] = -1e9;
-  const std::vector<uint8_t> all(s.size(), 1);
-  return stable_softmax(filled, all, a);
+  return softmax_masked_by_fill(s, ok, a, [](double) { return -1e9; });
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(

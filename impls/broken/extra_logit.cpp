@@ -19,17 +19,9 @@ namespace {
 // values come out shrunk.
 double extra_logit(std::span<const double> s, std::span<const uint8_t> ok,
                    int64_t, std::span<double> a) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) m = std::max(m, s[j]);
-  double l = std::exp(-m);
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (!ok[j]) continue;
-    a[j] = std::exp(s[j] - m);
-    l += a[j];
-  }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
+  const double m = allowed_max(s, ok);
+  const double l = exp_and_sum(s, ok, m, a, std::exp(-m));
+  normalise(ok, l, a);
   return m + std::log(l);
 }
 

@@ -21,8 +21,7 @@ double unshifted_f16(std::span<const double> s, std::span<const uint8_t> ok, int
     a[j] = round_to(DType::f16, std::exp(static_cast<float>(s[j])));
     l += static_cast<float>(a[j]);
   }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
+  normalise(ok, l, a);
   return std::log(l);
 }
 

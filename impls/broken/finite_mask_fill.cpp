@@ -19,11 +19,7 @@ namespace {
 // included in the output and returned.
 double finite_fill(std::span<const double> s, std::span<const uint8_t> ok,
                    int64_t, std::span<double> a) {
-  std::vector<double> filled(s.begin(), s.end());
-  for (size_t j = 0; j < s.size(); ++j)
-    if (!ok[j]) filled[j] = -20.0;
-  const std::vector<uint8_t> all(s.size(), 1);
-  return stable_softmax(filled, all, a);
+  return softmax_masked_by_fill(s, ok, a, [](double) { return -20.0; });
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(

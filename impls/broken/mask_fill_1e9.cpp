@@ -17,11 +17,7 @@ namespace {
 // the masked key takes weight, or all of it.
 double additive_mask(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                      std::span<double> a) {
-  std::vector<double> masked(s.begin(), s.end());
-  for (size_t j = 0; j < s.size(); ++j)
-    if (!ok[j]) masked[j] += -1e9;
-  const std::vector<uint8_t> all(s.size(), 1);
-  return stable_softmax(masked, all, a);
+  return softmax_masked_by_fill(s, ok, a, [](double x) { return x + -1e9; });
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(

@@ -21,14 +21,8 @@ double max_over_all(std::span<const double> s, std::span<const uint8_t> ok,
                     int64_t, std::span<double> a) {
   double m = -std::numeric_limits<double>::infinity();
   for (double x : s) m = std::max(m, x);
-  double l = 0;
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (!ok[j]) continue;
-    a[j] = std::exp(s[j] - m);
-    l += a[j];
-  }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
+  const double l = exp_and_sum(s, ok, m, a);
+  normalise(ok, l, a);
   return m + std::log(l);
 }
 

@@ -23,19 +23,75 @@ SliceSoftmax by_rows(RowSoftmax row) {
   };
 }
 
-double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
-                      std::span<double> a) {
+double allowed_max(std::span<const double> s, std::span<const uint8_t> ok) {
   double m = -std::numeric_limits<double>::infinity();
   for (size_t j = 0; j < s.size(); ++j)
     if (ok[j]) m = std::max(m, s[j]);
-  double l = 0;
+  return m;
+}
+
+double exp_and_sum(std::span<const double> s, std::span<const uint8_t> ok,
+                   double m, std::span<double> a, double start) {
+  double l = start;
   for (size_t j = 0; j < s.size(); ++j) {
     if (!ok[j]) continue;
     a[j] = std::exp(s[j] - m);
     l += a[j];
   }
-  for (size_t j = 0; j < s.size(); ++j)
+  return l;
+}
+
+void normalise(std::span<const uint8_t> ok, double l, std::span<double> a) {
+  for (size_t j = 0; j < a.size(); ++j)
     if (ok[j]) a[j] /= l;
+}
+
+double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
+                      std::span<double> a) {
+  const double m = allowed_max(s, ok);
+  const double l = exp_and_sum(s, ok, m, a);
+  normalise(ok, l, a);
+  return m + std::log(l);
+}
+
+double softmax_masked_by_fill(std::span<const double> s,
+                              std::span<const uint8_t> ok, std::span<double> a,
+                              const std::function<double(double)>& fill) {
+  std::vector<double> filled(s.begin(), s.end());
+  for (size_t j = 0; j < s.size(); ++j)
+    if (!ok[j]) filled[j] = fill(s[j]);
+  const std::vector<uint8_t> all(s.size(), 1);
+  return stable_softmax(filled, all, a);
+}
+
+double online_softmax(std::span<const double> s, std::span<const uint8_t> ok,
+                      std::span<double> a, const OnlineSoftmax& steps) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const size_t n = steps.drop_partial_block
+                       ? s.size() / steps.block * steps.block
+                       : s.size();
+  double m = -kInf;
+  double l = 0;
+  for (size_t start = 0; start < n; start += steps.block) {
+    const size_t end = std::min(start + steps.block, n);
+    double m_new = m;
+    for (size_t j = start; j < end; ++j)
+      if (ok[j]) m_new = std::max(m_new, s[j]);
+    if (steps.guard_masked_blocks && m_new == -kInf) continue;
+    if (steps.rescale) {
+      const double c = std::exp(m - m_new);
+      for (size_t j = 0; j < start; ++j) a[j] *= c;
+      l *= c;
+    }
+    for (size_t j = start; j < end; ++j) {
+      if (steps.guard_masked_blocks && !ok[j]) continue;
+      a[j] = std::exp((ok[j] ? s[j] : -kInf) - m_new);
+      l += a[j];
+    }
+    m = m_new;
+  }
+  for (size_t j = 0; j < n; ++j)
+    if (ok[j] || !steps.guard_masked_blocks) a[j] /= l;
   return m + std::log(l);
 }
 
@@ -47,15 +103,11 @@ SliceSoftmax correct_softmax() {
 
 bool allowed_except(const Problem& p, Constraint dropped, int64_t b, int64_t h,
                     int64_t i, int64_t j) {
-  const int64_t pos = p.position(i);
   if (dropped != Constraint::key_valid && !p.key_valid.empty() &&
       !p.key_valid[static_cast<size_t>(b * p.tk + j)])
     return false;
-  if (dropped != Constraint::causal && p.causal && j > pos) return false;
-  if (dropped != Constraint::window &&
-      ((p.window_left >= 0 && j < pos - p.window_left) ||
-       (p.window_right >= 0 && j > pos + p.window_right)))
-    return false;
+  if (dropped != Constraint::causal && !p.causal_band(i).contains(j)) return false;
+  if (dropped != Constraint::window && !p.window_band(i).contains(j)) return false;
   if (dropped != Constraint::mask && p.mask &&
       !p.mask->at(b, h, i, j, p.tq, p.tk))
     return false;

@@ -48,6 +48,47 @@ SliceSoftmax by_rows(RowSoftmax row);
 double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
                       std::span<double> a);
 
+// The steps of stable_softmax, for bugs that replace one of them.
+
+/// The largest allowed score of a row, -inf when none is allowed.
+double allowed_max(std::span<const double> s, std::span<const uint8_t> ok);
+
+/// a_j = exp(s_j - m) at each allowed key; returns `start` plus the a_j,
+/// added in key order.
+double exp_and_sum(std::span<const double> s, std::span<const uint8_t> ok,
+                   double m, std::span<double> a, double start = 0);
+
+/// a_j /= l at each allowed key.
+void normalise(std::span<const uint8_t> ok, double l, std::span<double> a);
+
+/// Masking by a score instead of by leaving keys out: stable_softmax over
+/// every key, a disallowed key j with score fill(s_j).
+double softmax_masked_by_fill(std::span<const double> s,
+                              std::span<const uint8_t> ok, std::span<double> a,
+                              const std::function<double(double)>& fill);
+
+/// The online (flash-style) softmax of one row over blocks of keys, and the
+/// steps the online bugs get wrong. With the defaults it is correct: per
+/// block, the running max grows to the block's allowed max, what was
+/// accumulated is rescaled by exp(m_old - m_new), the block's allowed keys
+/// add exp(s_j - m_new), and a block while the max is still -inf is
+/// skipped; the weights are divided by the sum at the end.
+struct OnlineSoftmax {
+  size_t block = 1;                ///< keys per block
+  bool drop_partial_block = false; ///< the loop runs tk / block times,
+                                   ///< rounding down
+  bool rescale = true;  ///< rescale earlier weights and the sum when the
+                        ///< max grows
+  /// Skip a block while the running max is -inf. Without the guard every
+  /// key of a block is computed as a tiled kernel does, a disallowed one
+  /// as exp(-inf - m_new), and every weight is divided by the sum.
+  bool guard_masked_blocks = true;
+};
+
+/// Fills `a` with the online softmax of the row; returns lse.
+double online_softmax(std::span<const double> s, std::span<const uint8_t> ok,
+                      std::span<double> a, const OnlineSoftmax& steps);
+
 /// The correct softmax as a slice softmax, for bugs outside the softmax.
 SliceSoftmax correct_softmax();
 

@@ -17,14 +17,9 @@ namespace {
 // scores all lie below -745 underflow to 0 / 0.
 double unshifted(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                  std::span<double> a) {
-  double l = 0;
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (!ok[j]) continue;
-    a[j] = std::exp(s[j]);
-    l += a[j];
-  }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
+  // exp(s_j - 0) is exp(s_j): s_j - 0 is exact.
+  const double l = exp_and_sum(s, ok, 0.0, a);
+  normalise(ok, l, a);
   return std::log(l);
 }
 

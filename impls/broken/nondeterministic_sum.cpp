@@ -22,9 +22,7 @@ namespace {
 SliceSoftmax rotated_sum(uint64_t call) {
   return by_rows(
       [call](std::span<const double> s, std::span<const uint8_t> ok, int64_t, std::span<double> a) {
-        double m = -std::numeric_limits<double>::infinity();
-        for (size_t j = 0; j < s.size(); ++j)
-          if (ok[j]) m = std::max(m, s[j]);
+        const double m = allowed_max(s, ok);
         for (size_t j = 0; j < s.size(); ++j)
           if (ok[j]) a[j] = std::exp(s[j] - m);
         double l = 0;
@@ -32,8 +30,7 @@ SliceSoftmax rotated_sum(uint64_t call) {
           const size_t j = (call + r) % s.size();
           if (ok[j]) l += a[j];
         }
-        for (size_t j = 0; j < s.size(); ++j)
-          if (ok[j]) a[j] /= l;
+        normalise(ok, l, a);
         return m + std::log(l);
       });
 }

@@ -20,27 +20,7 @@ constexpr size_t kBlock = 4;
 // full block get no weight, and a row shorter than one block has none.
 double drop_tail(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                  std::span<double> a) {
-  const size_t full = s.size() / kBlock * kBlock;
-  double m = -std::numeric_limits<double>::infinity();
-  double l = 0;
-  for (size_t start = 0; start < full; start += kBlock) {
-    double m_new = m;
-    for (size_t j = start; j < start + kBlock; ++j)
-      if (ok[j]) m_new = std::max(m_new, s[j]);
-    if (m_new == -std::numeric_limits<double>::infinity()) continue;
-    const double c = std::exp(m - m_new);
-    for (size_t j = 0; j < start; ++j) a[j] *= c;
-    l *= c;
-    for (size_t j = start; j < start + kBlock; ++j) {
-      if (!ok[j]) continue;
-      a[j] = std::exp(s[j] - m_new);
-      l += a[j];
-    }
-    m = m_new;
-  }
-  for (size_t j = 0; j < full; ++j)
-    if (ok[j]) a[j] /= l;
-  return m + std::log(l);
+  return online_softmax(s, ok, a, {.block = kBlock, .drop_partial_block = true});
 }
 
 ImplInfo info() {

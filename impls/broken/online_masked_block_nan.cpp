@@ -24,25 +24,7 @@ constexpr size_t kBlock = 2;
 // factor and the sum NaN.
 double unguarded(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                  std::span<double> a) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  double m = -kInf;
-  double l = 0;
-  for (size_t start = 0; start < s.size(); start += kBlock) {
-    const size_t end = std::min(start + kBlock, s.size());
-    double m_new = m;
-    for (size_t j = start; j < end; ++j)
-      if (ok[j]) m_new = std::max(m_new, s[j]);
-    const double c = std::exp(m - m_new);
-    for (size_t j = 0; j < start; ++j) a[j] *= c;
-    l *= c;
-    for (size_t j = start; j < end; ++j) {
-      a[j] = std::exp((ok[j] ? s[j] : -kInf) - m_new);
-      l += a[j];
-    }
-    m = m_new;
-  }
-  for (double& x : a) x /= l;
-  return m + std::log(l);
+  return online_softmax(s, ok, a, {.block = kBlock, .guard_masked_blocks = false});
 }
 
 ImplInfo info() {

@@ -21,24 +21,7 @@ constexpr size_t kBlock = 2;
 // block holds the row max, too large for earlier blocks otherwise.
 double no_rescale(std::span<const double> s, std::span<const uint8_t> ok, int64_t,
                   std::span<double> a) {
-  double m = -std::numeric_limits<double>::infinity();
-  double l = 0;
-  for (size_t start = 0; start < s.size(); start += kBlock) {
-    const size_t end = std::min(start + kBlock, s.size());
-    double m_new = m;
-    for (size_t j = start; j < end; ++j)
-      if (ok[j]) m_new = std::max(m_new, s[j]);
-    if (m_new == -std::numeric_limits<double>::infinity()) continue;
-    for (size_t j = start; j < end; ++j) {
-      if (!ok[j]) continue;
-      a[j] = std::exp(s[j] - m_new);
-      l += a[j];
-    }
-    m = m_new;
-  }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
-  return m + std::log(l);
+  return online_softmax(s, ok, a, {.block = kBlock, .rescale = false});
 }
 
 ImplInfo info() {

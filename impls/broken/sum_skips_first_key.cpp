@@ -18,9 +18,7 @@ namespace {
 // key divides by zero, as the shipped loop did.
 double skip_first(std::span<const double> s, std::span<const uint8_t> ok,
                   int64_t, std::span<double> a) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) m = std::max(m, s[j]);
+  const double m = allowed_max(s, ok);
   double l = 0;
   bool first = true;
   for (size_t j = 0; j < s.size(); ++j) {
@@ -29,8 +27,7 @@ double skip_first(std::span<const double> s, std::span<const uint8_t> ok,
     if (!first) l += a[j];
     first = false;
   }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] /= l;
+  normalise(ok, l, a);
   return m + std::log(l);
 }
 

@@ -1,10 +1,17 @@
 #pragma once
 // The one comparison object: element-wise |got - expected| <= tolerance,
-// with the budget used (error / tolerance) of every element.
+// with the budget used (error / tolerance) of every element; and the
+// comparison of an implementation's arrays by kind (out, weights, lse, dq,
+// dk, dv), which knows their shapes and which implementations return them.
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
 
 namespace attncheck {
 
@@ -49,5 +56,110 @@ struct Comparison {
 
 /// Splits a flat index into one per dimension of `shape`.
 std::vector<int64_t> unflatten(size_t flat, const std::vector<int64_t>& shape);
+
+/// The tolerance between two answers to one exact value e, each within its
+/// own tolerance of e: |x - y| <= |x - e| + |e - y| <= tol_x + tol_y (the
+/// triangle inequality). Two answers judged with the same tolerance tol are
+/// within 2 tol of each other.
+inline double pairwise_tolerance(double tol_x, double tol_y) { return tol_x + tol_y; }
+
+/// pairwise_tolerance of each element of two arrays of one shape.
+std::vector<double> pairwise_tolerance(const std::vector<double>& tol_x,
+                                       const std::vector<double>& tol_y);
+
+/// The arrays an implementation returns (SPEC section 1), by kind: the
+/// forward pass's out, weights and lse, the backward pass's dq, dk and dv.
+enum class ArrayKind { out, weights, lse, dq, dk, dv };
+
+/// The forward pass's kinds, in the order comparisons list them.
+inline const std::vector<ArrayKind> kForwardKinds{ArrayKind::out, ArrayKind::weights,
+                                                  ArrayKind::lse};
+/// The backward pass's kinds, in the order comparisons list them.
+inline const std::vector<ArrayKind> kBackwardKinds{ArrayKind::dq, ArrayKind::dk, ArrayKind::dv};
+
+/// "out", "weights", "lse", "dq", "dk" or "dv".
+const char* array_name(ArrayKind kind);
+
+/// The shape of the kind's array for p: out [b][h][tq][dv], weights
+/// [b][h][tq][tk], lse [b][h][tq], dq [b][h][tq][dk], dk [b][kv_h][tk][dk],
+/// dv [b][kv_h][tk][dv].
+std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p);
+
+/// The number of elements of the kind's array for p.
+int64_t array_size(ArrayKind kind, const Problem& p);
+
+/// The feature an implementation declares when it returns the kind (0 for
+/// out, which every implementation returns).
+Features array_feature(ArrayKind kind);
+
+/// Those of `kinds` that an implementation declaring `info` returns.
+std::vector<ArrayKind> returned_kinds(const ImplInfo& info, const std::vector<ArrayKind>& kinds);
+
+/// The kind's array of a result (ForwardResult, BackwardResult,
+/// OracleResult, Tolerances, GradTolerances...): its member of that name,
+/// or an empty array when it has none.
+template <typename Result>
+const std::vector<double>& array_of(const Result& r, ArrayKind kind) {
+  static const std::vector<double> kNone;
+  switch (kind) {
+    case ArrayKind::out:
+      if constexpr (requires { r.out; }) return r.out;
+      break;
+    case ArrayKind::weights:
+      if constexpr (requires { r.weights; }) return r.weights;
+      break;
+    case ArrayKind::lse:
+      if constexpr (requires { r.lse; }) return r.lse;
+      break;
+    case ArrayKind::dq:
+      if constexpr (requires { r.dq; }) return r.dq;
+      break;
+    case ArrayKind::dk:
+      if constexpr (requires { r.dk; }) return r.dk;
+      break;
+    case ArrayKind::dv:
+      if constexpr (requires { r.dv; }) return r.dv;
+      break;
+  }
+  return kNone;
+}
+
+/// How compare_array judges got against expected.
+enum class CompareMode {
+  /// Within the given tolerance: expected is exact (the oracle's), or the
+  /// tolerance already covers both sides.
+  tolerance,
+  /// Both are answers to the same problem, each within the given tolerance
+  /// of the exact value: within pairwise_tolerance(tol, tol) of each other.
+  pairwise,
+  /// Bitwise equal (as values: +0 equals -0, NaN never equals); the
+  /// tolerance is not read.
+  bitwise,
+};
+
+/// Selects the rows (b, h, i) a comparison covers.
+using RowFilter = std::function<bool(int64_t b, int64_t h, int64_t i)>;
+
+/// Adds the kind's array of p to `c`, named "NAME (what)" (or "NAME" for an
+/// empty `what`), with the kind's shape for the printed index. `rows`, when
+/// given, restricts the comparison to the selected rows of a kind laid out
+/// [b][h][tq][...] (out, weights, lse, dq).
+void compare_array(Comparison& c, ArrayKind kind, const Problem& p,
+                   const std::vector<double>& expected, const std::vector<double>& got,
+                   const std::vector<double>& tol, CompareMode mode, std::string_view what = {},
+                   const RowFilter& rows = {});
+
+/// compare_array for each of `kinds`, the arrays taken from whole results
+/// (array_of): the oneDNN benchdnn way, one call for every kind an
+/// implementation returns.
+template <typename Expected, typename Got, typename Tol>
+void compare_kinds(Comparison& c, const std::vector<ArrayKind>& kinds, const Problem& p,
+                   const Expected& expected, const Got& got, const Tol& tol, CompareMode mode,
+                   std::string_view what = {}) {
+  for (ArrayKind kind : kinds) {
+    compare_array(c, kind, p, array_of(expected, kind), array_of(got, kind), array_of(tol, kind),
+                  mode, what);
+  }
+}
 
 }  // namespace attncheck

@@ -79,10 +79,9 @@ nlohmann::json fixture_to_json(const Fixture& f);
 
 /// Parses a problem or a fixture (a problem becomes a fixture with empty
 /// args and meta); validates the problem, the fixture's meta (string
-/// fields, a seed below 2^53) and the args the properties read (a row
-/// inside the problem, permutations of 0..tq-1 / 0..tk-1, ...), so that
-/// replaying a hostile fixture cannot index out of bounds. Throws
-/// InputError naming `where` and the field.
+/// fields, a seed below 2^53) and that args is an object. The values of
+/// args are the property's to check (PropertyDef::validate_args, before
+/// replay). Throws InputError naming `where` and the field.
 Fixture fixture_from_json(const nlohmann::json& j, const std::string& where);
 
 /// Reads a file holding either a problem or a fixture: read_json_file and

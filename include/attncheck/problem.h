@@ -86,6 +86,19 @@ struct PagedKv {
   int64_t block_table_stride = 0, page_size = 0, num_pages = 0;
 };
 
+/// The keys [first, last] a structural limit (causal, window) leaves a
+/// query, clipped to [0, tk); empty when last < first.
+struct KeyBand {
+  int64_t first = 0, last = -1;
+
+  /// Whether key j lies inside the band.
+  bool contains(int64_t j) const { return first <= j && j <= last; }
+  /// Whether the band holds no key.
+  bool empty() const { return last < first; }
+  /// Number of keys in the band.
+  int64_t size() const { return empty() ? 0 : last - first + 1; }
+};
+
 /// One scaled dot-product attention problem (SPEC section 1). Values are
 /// doubles exactly representable in their format (`dtype`, or q_dtype /
 /// kv_dtype for the inputs when set). The version 2 parts (SPEC 1.1) are
@@ -135,6 +148,18 @@ struct Problem {
   int64_t position(int64_t i) const {
     return align == Align::top_left ? i : i + tk - tq;
   }
+
+  /// Keys the causal limit leaves query i: j <= position(i) when causal,
+  /// every key otherwise.
+  KeyBand causal_band(int64_t i) const;
+
+  /// Keys the window leaves query i: position(i) - window_left <= j <=
+  /// position(i) + window_right, an unbounded side (-1) reaching the end.
+  KeyBand window_band(int64_t i) const;
+
+  /// Keys inside both the causal limit and the window of query i: the only
+  /// keys key_valid and the mask can still allow.
+  KeyBand key_band(int64_t i) const;
 
   /// The K/V head query head h reads (grouped-query attention).
   int64_t kv_head(int64_t h) const { return h / (heads / kv_heads); }

@@ -49,6 +49,12 @@ struct PropertyDef {
   /// Judges a saved fixture's case again (empty for statistical properties,
   /// which have no single case).
   std::function<PropertyOutcome(const Implementation&, const Fixture&, const RunConfig&)> replay;
+  /// Checks the fixture's args that replay reads against its problem (a
+  /// row inside it, permutations of 0..tq-1, ...), so that a hostile
+  /// fixture cannot make the judge index outside the problem. Throws
+  /// InputError "field 'args.KEY': ..."; empty when the property reads no
+  /// args.
+  std::function<void(const Fixture&)> validate_args;
 };
 
 /// The catalog, in the order of SPEC section 2.
@@ -64,7 +70,8 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
 
 /// Judges a fixture's case again with the property and implementation it
 /// names (or `impl` when given). Throws InputError for an unknown property
-/// or implementation, or a property without replay.
+/// or implementation, a property without replay, or args the property
+/// refuses (validate_args).
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config);
 

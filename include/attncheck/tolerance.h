@@ -23,8 +23,16 @@ struct Tolerances {
 };
 
 /// Beyond this size of a first-order term, second-order terms are no longer
-/// covered by the 1.25 factor and the bound is not trusted.
+/// covered by kSecondOrderFactor and the bound is not trusted.
 inline constexpr double kFirstOrderLimit = 0.1;
+
+/// What every first-order bound (tolerance.cpp, grad_tolerance.cpp) is
+/// multiplied by to cover its second-order remainder: a product of
+/// (1 + delta) factors of two nested perturbations (logits, then
+/// normalisation) whose first-order part x stays below kFirstOrderLimit is
+/// at most 1 / (1 - x)^2 <= 1 / (1 - 0.1)^2 = 1.234... < 1.25 times x.
+inline constexpr double kSecondOrderFactor = 1.25;
+static_assert(1 / ((1 - kFirstOrderLimit) * (1 - kFirstOrderLimit)) < kSecondOrderFactor);
 
 /// The tolerance of every output, weight and lse element of `p` for an
 /// implementation with traits `t` producing outputs in `p.dtype`.

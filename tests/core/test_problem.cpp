@@ -55,6 +55,31 @@ TEST(Problem, AllowedCombinesEveryConstraint) {
   EXPECT_TRUE(p.has_empty_rows());
 }
 
+TEST(Problem, KeyBandsAreTheStructuralLimitsClippedToTheKeys) {
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 3, 5, 1, 1);
+  EXPECT_EQ(p.key_band(1).first, 0);
+  EXPECT_EQ(p.key_band(1).last, 4);
+  p.causal = true;
+  p.align = Align::bottom_right;  // p_i = i + 2
+  EXPECT_EQ(p.causal_band(0).last, 2);
+  EXPECT_EQ(p.causal_band(2).last, 4);
+  p.window_left = 1;
+  p.window_right = 0;
+  EXPECT_EQ(p.window_band(0).first, 1);
+  EXPECT_EQ(p.window_band(0).last, 2);
+  EXPECT_EQ(p.key_band(2).size(), 2);
+  // Top-left with tq > tk: the window of the last query lies past the keys.
+  Problem q = Problem::zeros(DType::f64, 1, 1, 1, 6, 2, 1, 1);
+  q.window_left = 1;
+  EXPECT_TRUE(q.key_band(5).empty());
+  EXPECT_EQ(q.key_band(5).size(), 0);
+  EXPECT_FALSE(q.key_band(5).contains(1));
+  // The bands are what allowed() applies.
+  for (int64_t i = 0; i < p.tq; ++i)
+    for (int64_t j = 0; j < p.tk; ++j)
+      EXPECT_EQ(p.allowed(0, 0, i, j), p.key_band(i).contains(j)) << i << " " << j;
+}
+
 TEST(Problem, ValidateNamesTheField) {
   Problem p = Problem::zeros(DType::f32, 1, 2, 2, 2, 2, 2, 2);
   p.kv_heads = 3;

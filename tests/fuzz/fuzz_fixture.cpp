@@ -5,10 +5,12 @@
 //  - rejected input is an InputError, one line naming the file;
 //  - accepted input is a valid problem that survives a write and a read
 //    unchanged (bit-exact numbers);
+//  - the args of a fixture's property are accepted by its validate_args or
+//    rejected with one line naming them;
 //  - for small accepted problems the oracle runs, and a fixture replays on
-//    a built-in implementation, without any sanitizer finding: the reader's
-//    checks of args (rows, permutations, ...) are what keeps the properties'
-//    judges inside the problem.
+//    a built-in implementation, without any sanitizer finding: the
+//    properties' checks of their args (rows, permutations, ...) are what
+//    keeps their judges inside the problem.
 
 #include <cmath>
 #include <string>
@@ -58,6 +60,20 @@ void run(const uint8_t* data, size_t size) {
   }
   if (fixture_to_json(g) != written) fail("a fixture changed in a write and a read");
 
+  // The property's checks of its args, as replay runs them first (the
+  // reproducers corpus/fixture/repro-* were bugs there), whatever the size
+  // of the problem.
+  const std::string property = f.meta.value("property", std::string());
+  const PropertyDef* prop = find_property(property);
+  if (prop && prop->validate_args) {
+    try {
+      prop->validate_args(f);
+    } catch (const InputError& e) {
+      expect_one_line_naming(e.what(), "args", "rejected args");
+      return;
+    }
+  }
+
   if (!small(f.problem)) return;
   const OracleResult r = oracle(f.problem);
   (void)oracle_to_json(f.problem, r).dump();
@@ -65,8 +81,7 @@ void run(const uint8_t* data, size_t size) {
   // Replay: the fixture's property on its implementation when that is a
   // correct built-in one, else on the f64 loop reference (a broken one
   // would spend the time on diagnosing its failure).
-  const std::string property = f.meta.value("property", std::string());
-  if (!find_property(property)) return;
+  if (!prop) return;
   auto impl = find_impl(f.meta.value("impl", std::string()));
   if (!impl || impl->info().kind == Kind::broken) impl = find_impl("loop_f64");
   if (!impl || !impl->info().supports(f.problem.dtype)) return;

@@ -1,0 +1,29 @@
+#pragma once
+// Problem transforms: rewrites of a problem into another one that the
+// properties, the diagnosis and the broken implementations share, so each
+// rewrite is written once.
+
+#include <cstdint>
+#include <functional>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+/// The K/V head query head h reads, for a rewrite that may map heads its
+/// own way.
+using KvHeadMap = std::function<int64_t(const Problem& p, int64_t h)>;
+
+/// Grouped-query attention as multi-head attention: kv_heads = heads, K/V
+/// head h a copy of the K/V head that query head h reads (p.kv_head(h), or
+/// `map` when given). Q, K and V come out contiguous; everything else is
+/// kept.
+Problem expand_kv_heads(const Problem& p, const KvHeadMap& map = {});
+
+/// The problem with V replaced by the tk x tk identity in every (b, K/V
+/// head) slice (dv = tk), so that output row i is weight row i: weights
+/// observed through the output. dout is dropped (its shape was for the
+/// old dv).
+Problem with_identity_values(const Problem& p);
+
+}  // namespace attncheck

@@ -1,0 +1,70 @@
+#pragma once
+// Checks of a fixture's args (what a property drew beyond the problem)
+// against its problem, shared by the properties that read them: each
+// property validates the args it reads before its judge indexes with them,
+// so that replaying a hostile fixture cannot read outside the problem.
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+/// Checks one fixture's args, each only when present (a missing one is the
+/// judge's to report). Every error is an InputError "field 'args.KEY':
+/// what" in one line; the caller prefixes the file.
+class ArgsCheck {
+ public:
+  /// Args of a fixture of problem `p`; both must outlive the check.
+  ArgsCheck(const nlohmann::json& args, const Problem& p) : args_(args), p_(p) {}
+
+  const Problem& problem() const { return p_; }
+
+  /// The arg, or nullptr when absent.
+  const nlohmann::json* find(std::string_view key) const;
+
+  /// Throws the InputError of `key`.
+  [[noreturn]] void error(std::string_view key, const std::string& what) const;
+
+  /// An integer in [lo, hi); `what` names it in the error ("b", "index").
+  /// Returns it, for checks that depend on it.
+  int64_t integer_in(std::string_view key, const nlohmann::json& v, int64_t lo, int64_t hi,
+                     std::string_view what) const;
+
+  /// A row [b, h, i] of the problem.
+  void row(std::string_view key) const;
+
+  /// A permutation of 0..n-1, n the problem's `dim` ("tq" or "tk").
+  void permutation(std::string_view key, int64_t n, std::string_view dim) const;
+
+  /// A finite JSON number.
+  void finite_number(std::string_view key) const;
+
+  /// `count` finite JSON numbers.
+  void finite_numbers(std::string_view key, int64_t count) const;
+
+  /// A JSON string.
+  void string(std::string_view key) const;
+
+  /// One of the given strings.
+  void one_of(std::string_view key, std::initializer_list<std::string_view> names) const;
+
+  /// An integer in [lo, hi).
+  void integer(std::string_view key, int64_t lo, int64_t hi, std::string_view what) const;
+
+  /// Element count of an array of `key` with shape `dims` (each >= 1),
+  /// refused past input_limits::kTensorElements before any product can
+  /// overflow.
+  int64_t elements(std::string_view key, std::initializer_list<int64_t> dims) const;
+
+ private:
+  const nlohmann::json& args_;
+  const Problem& p_;
+};
+
+}  // namespace attncheck

@@ -1,0 +1,187 @@
+// Each property checks the fixture args it reads against the problem before
+// replay judges them (PropertyDef::validate_args): what a judge indexes with
+// must lie inside the problem, or `attncheck replay` of a hostile fixture
+// reads out of bounds. Errors are one line naming the field, as the reader's
+// are (the command line prefixes the file and exits 2).
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "attncheck/error.h"
+#include "attncheck/fixture.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+
+namespace attncheck {
+namespace {
+
+using nlohmann::json;
+
+// batch 1, heads 2, kv_heads 2, tq 2, tk 2, dk 2, dv 1.
+json minimal_json() {
+  return json{{"format", "attncheck-problem-1"},
+              {"dtype", "f64"},
+              {"batch", 1},
+              {"heads", 2},
+              {"tq", 2},
+              {"tk", 2},
+              {"dk", 2},
+              {"dv", 1},
+              {"q", {1, 0, 0, 1, 0.5, 0.5, -1, 2}},
+              {"k", {1, 0, 0, 1, 0.5, 0, 0, 2}},
+              {"v", {2, 4, -1, 3}}};
+}
+
+// A fixture of `property` around the minimal problem, read as replay reads
+// it.
+Fixture fixture(const std::string& property, json args) {
+  const json j{{"format", "attncheck-fixture-1"},
+               {"problem", minimal_json()},
+               {"args", std::move(args)},
+               {"meta", {{"property", property}, {"impl", "loop_f64"}, {"seed", 7}, {"dtype", "f64"}}}};
+  return fixture_from_json(j, "case.json");
+}
+
+void expect_one_line_naming(const InputError& e, const std::string& field) {
+  const std::string msg = e.what();
+  EXPECT_NE(msg.find("field '" + field + "'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\r'), std::string::npos) << msg;
+}
+
+struct ArgsCase {
+  const char* name;
+  const char* property;  ///< the property that reads the field
+  const char* field;
+  json args;
+};
+
+std::vector<ArgsCase> bad_cases() {
+  return {
+      {"row_batch", "CausalPrefixIndependence", "args.row", {{"row", {1, 0, 0}}}},
+      {"row_head", "WindowLocality", "args.row", {{"row", {0, 2, 0}}}},
+      {"row_query", "MaskedWeightsAreZero", "args.row", {{"row", {0, 0, 2}}}},
+      {"row_negative", "CausalPrefixIndependence", "args.row", {{"row", {0, 0, -1}}}},
+      {"row_length", "CausalPrefixIndependence", "args.row", {{"row", {0, 0}}}},
+      {"row_not_integers", "CausalPrefixIndependence", "args.row", {{"row", {0, 0, "0"}}}},
+      {"query_permutation_range", "PermutationEquivariance", "args.query_permutation",
+       {{"query_permutation", {0, 2}}}},
+      {"query_permutation_repeat", "PermutationEquivariance", "args.query_permutation",
+       {{"query_permutation", {1, 1}}}},
+      {"query_permutation_length", "PermutationEquivariance", "args.query_permutation",
+       {{"query_permutation", {0}}}},
+      {"key_permutation_negative", "PermutationEquivariance", "args.key_permutation",
+       {{"key_permutation", {0, -1}}}},
+      {"w_length", "KeyTranslationInvariance", "args.w", {{"w", {1}}}},
+      {"w_string", "KeyTranslationInvariance", "args.w", {{"w", {1, "inf"}}}},
+      {"a_string", "ValueLinearity", "args.a", {{"a", "two"}}},
+      {"v2_number", "ValueLinearity", "args.v2", {{"v2", 2}}},
+      {"layout_unknown", "LayoutInvariance", "args.layout", {{"layout", "bhtd"}}},
+      {"changed_unknown", "BatchHeadIndependence", "args.changed", {{"changed", "head"}}},
+      {"index_batch", "BatchHeadIndependence", "args.index", {{"changed", "batch"}, {"index", 1}}},
+      {"index_kv_head", "BatchHeadIndependence", "args.index",
+       {{"changed", "kv_head"}, {"index", 2}}},
+      {"score_exponent_huge", "ExtremeScoresStayFinite", "args.score_exponent",
+       {{"score_exponent", 1000000}}},
+      {"d_model_mismatch", "MultiHeadConsistency", "args.d_model", {{"d_model", 5}}},
+      {"heads_mismatch", "MultiHeadConsistency", "args.heads", {{"heads", 1}}},
+      {"w_q_without_d_model", "MultiHeadConsistency", "args.d_model", {{"w_q", {1}}}},
+      {"w_q_length", "MultiHeadConsistency", "args.w_q", {{"d_model", 4}, {"w_q", {1, 0, 0, 1}}}},
+  };
+}
+
+TEST(Args, EachPropertyChecksWhatItReadsAgainstTheProblem) {
+  for (const ArgsCase& c : bad_cases()) {
+    SCOPED_TRACE(c.name);
+    const PropertyDef* prop = find_property(c.property);
+    ASSERT_NE(prop, nullptr);
+    ASSERT_TRUE(prop->validate_args);
+    try {
+      prop->validate_args(fixture(c.property, c.args));
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, c.field);
+    }
+  }
+}
+
+TEST(Args, ReplayRefusesArgsOutsideTheProblemBeforeJudging) {
+  const auto impl = find_impl("loop_f64");
+  ASSERT_NE(impl, nullptr);
+  for (const ArgsCase& c : bad_cases()) {
+    SCOPED_TRACE(c.name);
+    try {
+      replay_fixture(fixture(c.property, c.args), *impl, RunConfig{});
+      ADD_FAILURE() << "replayed";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, c.field);
+    }
+  }
+}
+
+TEST(Args, MessagesSayWhatIsWrong) {
+  const auto message = [](const char* property, const json& args) -> std::string {
+    try {
+      find_property(property)->validate_args(fixture(property, args));
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message("CausalPrefixIndependence", {{"row", {1, 0, 0}}}),
+            "field 'args.row': b 1 is outside [0, 1)");
+  EXPECT_EQ(message("PermutationEquivariance", {{"query_permutation", {1, 1}}}),
+            "field 'args.query_permutation': index 1 appears twice: not a permutation");
+  EXPECT_EQ(message("PermutationEquivariance", {{"key_permutation", {0}}}),
+            "field 'args.key_permutation': expected 2 indices (a permutation of 0..tk-1), got 1");
+  EXPECT_EQ(message("LayoutInvariance", {{"layout", "bh\ntd"}}),
+            "field 'args.layout': expected one of \"contiguous\", \"bthd\", \"padded\", got "
+            "\"bh?td\"");
+  EXPECT_EQ(message("MultiHeadConsistency", {{"w_q", {1}}}), "field 'args.d_model': missing");
+  EXPECT_EQ(message("KeyTranslationInvariance", {{"w", {1, "inf"}}}),
+            "field 'args.w': element 1: expected a finite number, got \"inf\"");
+}
+
+TEST(Args, ValidArgsOfEveryKindThePropertiesWrite) {
+  const std::vector<std::pair<const char*, json>> good = {
+      {"CausalPrefixIndependence", {{"row", {0, 1, 1}}}},
+      {"WindowLocality", {{"row", {0, 1, 1}}}},
+      {"MaskedWeightsAreZero", {{"row", {0, 1, 1}}}},
+      {"PermutationEquivariance", {{"query_permutation", {1, 0}}, {"key_permutation", {0, 1}}}},
+      {"KeyTranslationInvariance", {{"w", {1, -4}}}},
+      {"ValueLinearity", {{"a", 0.5}, {"b", -2}, {"v2", "the keys of V in reverse order"}}},
+      {"LayoutInvariance", {{"layout", "padded"}}},
+      {"BatchHeadIndependence", {{"changed", "kv_head"}, {"index", 1}}},
+      {"ExtremeScoresStayFinite", {{"score_exponent", 20}, {"q_scaled_by_power_of_two", -3}}},
+      {"MultiHeadConsistency",
+       {{"heads", 2},
+        {"d_model", 4},
+        {"x_q", std::vector<double>(8, 1.0)},
+        {"x_kv", std::vector<double>(8, 1.0)},
+        {"w_o", std::vector<double>(16, 0.0)}}},
+  };
+  for (const auto& [property, args] : good) {
+    SCOPED_TRACE(property);
+    json with_extra = args;
+    with_extra["something_new"] = {{"any", "thing"}};
+    EXPECT_NO_THROW(find_property(property)->validate_args(fixture(property, with_extra)));
+  }
+}
+
+TEST(Args, ArgsAPropertyDoesNotReadAreNotItsConcern) {
+  // A row outside the problem means nothing to MatchesOracle, which reads
+  // no args.
+  const Fixture f = fixture("MatchesOracle", {{"row", {9, 9, 9}}});
+  const PropertyDef* prop = find_property("MatchesOracle");
+  ASSERT_NE(prop, nullptr);
+  EXPECT_FALSE(prop->validate_args);
+  const auto impl = find_impl("loop_f64");
+  ASSERT_NE(impl, nullptr);
+  EXPECT_EQ(replay_fixture(f, *impl, RunConfig{}).status, PropertyStatus::passed);
+}
+
+}  // namespace
+}  // namespace attncheck
