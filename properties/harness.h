@@ -18,7 +18,7 @@
 #include "attncheck/tolerance.h"
 #include "attncheck/transforms.h"
 #include "properties/args.h"
-#include "properties/gen/problem_gen.h"
+#include "attncheck/generators.h"
 
 namespace attncheck {
 

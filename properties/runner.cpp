@@ -379,6 +379,39 @@ PropertyDef case_property(std::string name, std::string statement, int default_c
   return d;
 }
 
+namespace {
+
+// A fixture's label is a claim: its problem must be one the property could
+// have drawn (SPEC 3: rows have an allowed key, except EmptyRowsAreRejected's
+// which have an empty one; a causal or windowed property's problem is
+// causal or windowed), or a correct implementation could "fail" its replay.
+void check_replay_preconditions(const PropertyDef& prop, const Problem& p) {
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format("problem: not a case of {}: {}", prop.name, why));
+  };
+  if (prop.name == "EmptyRowsAreRejected") {
+    if (!p.has_empty_rows()) refuse("no row is empty (every query has an allowed key)");
+    return;
+  }
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        if (p.allowed_count(b, h, i) == 0) {
+          refuse(fmt::format("row [{}, {}, {}] has no allowed key (only EmptyRowsAreRejected "
+                             "makes empty rows)",
+                             b, h, i));
+        }
+  if (prop.name == "CausalPrefixIndependence" && !p.causal) refuse("the problem is not causal");
+  if (prop.name == "WindowLocality" && p.window_left < 0 && p.window_right < 0) {
+    refuse("the problem has no window");
+  }
+  if (prop.name == "GroupedQueryEquivalence" && p.kv_heads == p.heads) {
+    refuse("kv_heads equals heads (no grouped K/V)");
+  }
+}
+
+}  // namespace
+
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config) {
   const auto name = fixture.meta.value("property", std::string());
@@ -386,6 +419,7 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
   if (!prop->replay) throw InputError(fmt::format("{} has no single case to replay", name));
   if (prop->validate_args) prop->validate_args(fixture);
+  check_replay_preconditions(*prop, fixture.problem);
   if (!impl.info().supports(fixture.problem.dtype)) {
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
                                  dtype_name(fixture.problem.dtype)));

@@ -16,7 +16,7 @@ declare -A room_of=(
   [oracle.h]=oracle
   [fixture.h]=formats [report.h]=formats [output_file.h]=formats [expected_failures.h]=formats
   [tolerance.h]=judge [compare.h]=judge [diagnosis.h]=judge
-  [properties.h]=properties [session.h]=properties [reporters.h]=properties
+  [properties.h]=properties [generators.h]=properties [session.h]=properties [reporters.h]=properties
   [gtest.h]=integrations
 )
 # The rooms each room may include (itself included), lowest room first.
@@ -63,6 +63,16 @@ while IFS= read -r file; do
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
 done < <(find include core host oracle formats judge properties impls bench cli integrations \
               -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.c' \) | sort)
+# The properties' private headers (properties/*.h) stay theirs: only
+# properties/ and its tests include them; everything else uses the public
+# headers of include/attncheck/.
+while IFS= read -r hit; do
+  echo "layering: ${hit%%:*} includes a private header of properties/ (${hit#*:})"
+  bad=1
+done < <(grep -rn --include='*.h' --include='*.cpp' --include='*.c' '#include "properties/' \
+           include core host oracle formats judge impls bench cli integrations examples tests |
+         grep -v '^tests/properties/' | sed 's/:[0-9]*:#include /:/')
+
 # The same order in the targets each room's CMakeLists.txt links.
 for dir in core host oracle formats judge properties impls bench cli integrations/gtest; do
   from=$(room_of_file "$dir/")

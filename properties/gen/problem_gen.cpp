@@ -1,4 +1,4 @@
-#include "properties/gen/problem_gen.h"
+#include "attncheck/generators.h"
 
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,7 @@
 #include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
-#include "properties/gen/problem_gen.h"
+#include "attncheck/generators.h"
 
 namespace attncheck {
 namespace {

@@ -27,8 +27,8 @@
 
 #include "attncheck/error.h"
 #include "attncheck/plugin.h"
-#include "properties/gen/problem_gen.h"
-#include "properties/harness.h"
+#include "attncheck/generators.h"
+#include "attncheck/transforms.h"
 #define ATTNCHECK_ORACLE_HAS_GENERATORS 1
 #endif
 

@@ -7,7 +7,7 @@
 #include <rapidcheck.h>
 
 #include "attncheck/registry.h"
-#include "properties/gen/problem_gen.h"
+#include "attncheck/generators.h"
 
 namespace attncheck {
 namespace {
