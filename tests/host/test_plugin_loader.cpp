@@ -532,7 +532,8 @@ TEST_F(PluginCall, ReturnCodesMapToStatuses) {
   misdeed = Misdeed::error;
   ForwardResult r = impl->forward(p);
   EXPECT_EQ(r.status, Status::error);
-  EXPECT_EQ(r.error, "no luck here");
+  // One line: the plugin's newline escaped, never printed raw.
+  EXPECT_EQ(r.error, "no luck\\nhere");
   misdeed = Misdeed::long_error;  // 256 characters and no NUL: read no further
   r = impl->forward(p);
   EXPECT_EQ(r.error, std::string(256, 'x'));

@@ -17,15 +17,16 @@
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
+#include "attncheck/error.h"
+
 // The generated-problem sample below needs the generators
-// (attncheck::properties and the source directory on the include path).
-#if __has_include("properties/gen/problem_gen.h")
+// (attncheck::properties).
+#if __has_include("attncheck/generators.h")
 #include <rapidcheck.h>
 
 #include <map>
 #include <string>
 
-#include "attncheck/error.h"
 #include "attncheck/plugin.h"
 #include "attncheck/generators.h"
 #include "attncheck/transforms.h"

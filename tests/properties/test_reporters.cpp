@@ -152,7 +152,8 @@ TEST_F(JsonReporterTest, AReportThatCannotBeWrittenFailsAtOnce) {
     JsonReporter json(path, "--report");
     FAIL() << "no InputError";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "--report: cannot write '" + path + "'");
+    EXPECT_EQ(std::string(e.what()), "--report: cannot write '" + path + "': no directory '" +
+                                         (dir_ / "missing").string() + "'");
   }
 }
 
