@@ -21,6 +21,17 @@
 #include "attncheck/error.h"
 
 namespace attncheck {
+// dump() without indentation escapes newlines; long values are cut.
+std::string json_brief(const json& j) {
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::string json_type_name(const json& j) {
+  return j.is_number() ? "number" : std::string(j.type_name());
+}
+
 namespace {
 
 using nlohmann::json;
@@ -75,17 +86,8 @@ void check_depth(std::string_view text, const std::string& where) {
   }
 }
 
-// A short one-line rendering of a JSON value for error messages: dump()
-// without indentation escapes newlines, and long values are cut.
-std::string brief(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
-
-std::string type_name(const json& j) {
-  return j.is_number() ? "number" : std::string(j.type_name());
-}
+std::string brief(const json& j) { return json_brief(j); }
+std::string type_name(const json& j) { return json_type_name(j); }
 
 // Reads the fields of one JSON object, naming the file and the field in
 // every error, and remembers which fields were read so that unknown (for

@@ -16,18 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-// A short one-line rendering of a JSON value for error messages: dump()
-// without indentation escapes newlines, and long values are cut.
-std::string brief(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
-
-std::string type_name(const json& j) {
-  return j.is_number() ? "number" : std::string(j.type_name());
-}
-
 // A message fit for one line of stderr: control characters (a newline in
 // a string the file gave) become '?'.
 std::string one_line(std::string s) {
@@ -65,7 +53,7 @@ int64_t ArgsCheck::integer_in(std::string_view key, const json& v, int64_t lo, i
     // write 2.0 for 2; accept those but nothing fractional.
     x = static_cast<int64_t>(v.get<double>());
   } else {
-    error(key, fmt::format("expected an integer, got {}", brief(v)));
+    error(key, fmt::format("expected an integer, got {}", json_brief(v)));
   }
   if (x < lo || x >= hi) error(key, fmt::format("{} {} is outside [{}, {})", what, x, lo, hi));
   return x;
@@ -77,7 +65,7 @@ namespace {
 void expect_array(const ArgsCheck& a, std::string_view key, const json& v, int64_t count,
                   std::string_view what) {
   if (!v.is_array()) {
-    a.error(key, fmt::format("expected an array of {} {}, got {}", count, what, type_name(v)));
+    a.error(key, fmt::format("expected an array of {} {}, got {}", count, what, json_type_name(v)));
   }
   if (static_cast<int64_t>(v.size()) != count) {
     a.error(key, fmt::format("expected {} {}, got {}", count, what, v.size()));
@@ -113,7 +101,7 @@ void ArgsCheck::finite_number(std::string_view key) const {
   const json* v = find(key);
   if (!v) return;
   if (!v->is_number() || !std::isfinite(v->get<double>())) {
-    error(key, fmt::format("expected a finite number, got {}", brief(*v)));
+    error(key, fmt::format("expected a finite number, got {}", json_brief(*v)));
   }
 }
 
@@ -125,14 +113,14 @@ void ArgsCheck::finite_numbers(std::string_view key, int64_t count) const {
   for (size_t i = 0; i < v->size(); ++i) {
     const json& x = (*v)[i];
     if (!x.is_number() || !std::isfinite(x.get<double>())) {
-      error(key, fmt::format("element {}: expected a finite number, got {}", i, brief(x)));
+      error(key, fmt::format("element {}: expected a finite number, got {}", i, json_brief(x)));
     }
   }
 }
 
 void ArgsCheck::string(std::string_view key) const {
   const json* v = find(key);
-  if (v && !v->is_string()) error(key, fmt::format("expected a string, got {}", brief(*v)));
+  if (v && !v->is_string()) error(key, fmt::format("expected a string, got {}", json_brief(*v)));
 }
 
 void ArgsCheck::one_of(std::string_view key, std::initializer_list<std::string_view> names) const {

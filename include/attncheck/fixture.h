@@ -58,6 +58,12 @@ nlohmann::json parse_json(std::string_view text, const std::string& where);
 nlohmann::json read_json_file(const std::string& path,
                               int64_t max_bytes = input_limits::kFileBytes);
 
+/// A JSON value in at most 40 characters on one line, for error messages.
+std::string json_brief(const nlohmann::json& j);
+
+/// "number", "string", "array", ...: a JSON value's type for error messages.
+std::string json_type_name(const nlohmann::json& j);
+
 /// A double as JSON: a number that reads back bit-exactly, or the strings
 /// "inf", "-inf", "nan".
 nlohmann::json number_to_json(double x);
