@@ -21,14 +21,15 @@
 #include "attncheck/error.h"
 
 namespace attncheck {
+
 // dump() without indentation escapes newlines; long values are cut.
-std::string json_brief(const json& j) {
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string json_brief(const nlohmann::json& j) {
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
 
-std::string json_type_name(const json& j) {
+std::string json_type_name(const nlohmann::json& j) {
   return j.is_number() ? "number" : std::string(j.type_name());
 }
 
