@@ -328,12 +328,15 @@ int run_cli(int argc, char** argv) {
 
   CheckOptions opt;
   CLI::App* check = app.add_subcommand("check", "run the property suite");
-  check->add_option("--impl", opt.impls, "implementation to check (repeatable->check(kNonEmpty); default: every "
-                                         "reference, adapter and layer implementation)");
+  check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
+                                         "reference, adapter and layer implementation)")
+      ->check(kNonEmpty);
   check->add_option("--plugin", opt.plugins,
-                    "shared library exporting attncheck_plugin_impls (repeatable)->check(kNonEmpty); without "
-                    "--impl, every implementation it exports is checked");
-  check->add_option("--property", opt.properties, "property to run (repeatable->check(kNonEmpty); default: all)");
+                    "shared library exporting attncheck_plugin_impls (repeatable); without "
+                    "--impl, every implementation it exports is checked")
+      ->check(kNonEmpty);
+  check->add_option("--property", opt.properties, "property to run (repeatable; default: all)")
+      ->check(kNonEmpty);
   check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16")->check(kNonEmpty);
   check->add_option("--cases", opt.cases,
                     fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
@@ -362,8 +365,9 @@ int run_cli(int argc, char** argv) {
   replay->add_option("FIXTURE", ropt.path, "fixture JSON")->required()->check(kNonEmpty);
   replay->add_option("--impl", ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
   replay->add_option("--plugin", ropt.plugins,
-                     "load this plugin->check(kNonEmpty); its implementation judges the case (default: the "
-                     "fixture's implementation if it exports it, else its only one)");
+                     "load this plugin; its implementation judges the case (default: the "
+                     "fixture's implementation if it exports it, else its only one)")
+      ->check(kNonEmpty);
   CLI::Option* replay_timeout =
       replay->add_option("--timeout-ms", replay_timeout_ms,
                          "per-call limit of CPU time, as for check (default: the fixture's)")
