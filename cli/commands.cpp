@@ -14,6 +14,7 @@
 #include "attncheck/cancel.h"
 #include "attncheck/error.h"
 #include "attncheck/expected_failures.h"
+#include "attncheck/features.h"
 #include "attncheck/fixture.h"
 #include "attncheck/isolation.h"
 #include "attncheck/modules.h"
@@ -59,7 +60,7 @@ void on_interrupt(int) {
 
 struct CheckOptions {
   std::vector<std::string> impls, plugins, properties;
-  std::string dtype, profile = "ci", shard, report, save_failures = "attncheck-failures";
+  std::string dtype, profile = "ci", shard, report, junit, save_failures = "attncheck-failures";
   int cases = 0;
   std::string seed;
   bool strict = false, no_isolation = false;
@@ -92,10 +93,66 @@ ImplList load_plugins_for(const std::vector<std::string>& paths, bool no_isolati
   return load_plugins_isolated(paths, IsolationOptions{timeout_ms});
 }
 
-int list_command(const std::vector<std::string>& plugin_paths) {
+// Every field `i` declares, a line each, foreign text made printable: what
+// a plugin author reads to see how the descriptor was understood.
+void print_declaration(const ImplInfo& i) {
+  const auto or_none = [](const std::vector<std::string>& names) {
+    return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+  };
+  const auto limit = [](int64_t v) { return v ? std::to_string(v) : std::string("none"); };
+  std::vector<std::string> dtypes, combos;
+  for (DType d : kAllDTypes)
+    if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
+  for (const DTypeCombo& c : i.combos) {
+    combos.push_back(fmt::format("q {} k/v {} out {}", dtype_name(c.q), dtype_name(c.kv),
+                                 dtype_name(c.out)));
+  }
+  const PrecisionTraits& p = i.precision;
+  const Limits& l = i.limits;
+  fmt::print("{}\n", printable(i.name));
+  fmt::print("  kind:          {}\n", kind_name(i.kind));
+  fmt::print("  description:   {}\n", printable(i.description));
+  fmt::print("  origin:        {}\n", i.origin.empty() ? "built-in" : printable(i.origin));
+  if (!i.caught_by.empty()) fmt::print("  caught by:     {}\n", printable(i.caught_by));
+  fmt::print("  dtypes:        {}\n", or_none(dtypes));
+  fmt::print("  combos:        {}\n",
+             combos.empty() ? std::string("q = k/v = out, for each dtype") : fmt::format("{}", fmt::join(combos, "; ")));
+  fmt::print("  features:      {} (0x{:x})\n", or_none(feature_names(i.features)), i.features);
+  fmt::print("  empty rows:    {}\n", i.empty_rows == EmptyRowPolicy::zero ? "zero" : "error");
+  fmt::print("  precision:     accum {}, p_cast {}, s_cast {}, exp_ulps {}, key_block {}\n",
+             dtype_name(p.accum), dtype_name(p.p_cast),
+             p.s_cast ? std::string(dtype_name(*p.s_cast)) : fmt::format("{} (accum)", dtype_name(p.accum)),
+             p.exp_ulps, p.key_block ? std::to_string(p.key_block) : std::string("0 (one pass)"));
+  fmt::print("  flush to zero: {}, ftz_formats {}\n", p.flush_to_zero ? "yes" : "no",
+             p.ftz_formats ? or_none(bit_names(p.ftz_formats, ftz_format_table()))
+                           : std::string("0 (flush to zero decides)"));
+  fmt::print("  limits:        max_tq {}, max_tk {}, max_batch_heads {}, dk_min {}, dk_max {}, "
+             "dk_multiple {}, dv_equals_dk {}\n",
+             limit(l.max_tq), limit(l.max_tk), limit(l.max_batch_heads), limit(l.dk_min),
+             limit(l.dk_max), limit(l.dk_multiple), l.dv_equals_dk ? "yes" : "no");
+}
+
+int describe_command(const std::string& name, const std::vector<std::string>& plugin_paths,
+                     bool json) {
+  const ImplList plugins = load_plugins_for(plugin_paths, false, kDefaultCallTimeoutMs);
+  const auto impl = find_any(plugins, name);
+  if (!impl) throw InputError(fmt::format("describe: unknown implementation '{}' (see attncheck list)", name));
+  if (json) {
+    std::cout << implementation_json(impl->info()).dump(2) << "\n";
+  } else {
+    print_declaration(impl->info());
+  }
+  return kExitOk;
+}
+
+int list_command(const std::vector<std::string>& plugin_paths, bool verbose) {
   ImplList impls = registered_impls();
   for (auto& impl : load_plugins_for(plugin_paths, false, kDefaultCallTimeoutMs)) {
     impls.push_back(std::move(impl));
+  }
+  if (verbose) {
+    for (const auto& impl : impls) print_declaration(impl->info());
+    return kExitOk;
   }
   fmt::print("implementations:\n");
   for (const auto& impl : impls) {
@@ -114,11 +171,43 @@ int list_command(const std::vector<std::string>& plugin_paths) {
   return kExitOk;
 }
 
-int replay_command(const std::string& path, const std::string& impl_name,
-                   const std::vector<std::string>& plugin_paths, bool no_isolation,
-                   int64_t timeout_ms) {
-  const ImplList plugins = load_plugins_for(plugin_paths, no_isolation, timeout_ms);
+// What `replay` may override of what the fixture recorded; nullopt = the
+// fixture's (or the default when it recorded none).
+struct ReplayOptions {
+  std::string path, impl;
+  std::vector<std::string> plugins;
+  bool no_isolation = false;
+  bool strict = false, no_strict = false;
+  std::optional<int64_t> timeout_ms;
+  std::string profile, dtype;
+  int cases = 0;
+};
+
+int replay_command(const ReplayOptions& opt) {
+  const std::string& path = opt.path;
+  const std::string& impl_name = opt.impl;
   const Fixture f = load_fixture(path);
+  // The run's options as the fixture recorded them, then the flags.
+  RunConfig config;
+  config.seed = f.meta.value("seed", kDefaultSeed);
+  config.strict = opt.strict || (!opt.no_strict && f.meta.value("strict", false));
+  try {
+    config.profile = parse_profile(opt.profile.empty() ? f.meta.value("profile", std::string("ci"))
+                                                       : opt.profile);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--profile: {}", e.what()));
+  }
+  config.cases = opt.cases > 0 ? opt.cases : f.meta.value("cases", 0);
+  const int64_t timeout_ms =
+      opt.timeout_ms.value_or(f.meta.value("timeout_ms", kDefaultCallTimeoutMs));
+  if (opt.timeout_ms || f.meta.contains("timeout_ms")) config.timeout_ms = timeout_ms;
+  // The case is the fixture's: a --dtype naming another is a mistake.
+  if (!opt.dtype.empty() && parse_dtype(opt.dtype) != f.problem.dtype) {
+    throw InputError(fmt::format("--dtype: the fixture's problem is {}, not {}",
+                                 dtype_name(f.problem.dtype), opt.dtype));
+  }
+  const bool no_isolation = opt.no_isolation;
+  const ImplList plugins = load_plugins_for(opt.plugins, no_isolation, timeout_ms);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
   // one implementation when the plugin has just one.
@@ -128,8 +217,6 @@ int replay_command(const std::string& path, const std::string& impl_name,
   if (name.empty()) throw InputError(path + ": meta.impl is missing; name one with --impl");
   const auto impl = find_any(plugins, name);
   if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
-  RunConfig config;
-  config.seed = f.meta.value("seed", kDefaultSeed);
   PropertyOutcome o;
   try {
     o = replay_fixture(f, *maybe_isolate(impl, no_isolation, timeout_ms), config);
@@ -168,6 +255,7 @@ int check_command(const CheckOptions& opt) {
   }
   config.run.cases = opt.cases;
   config.run.strict = opt.strict;
+  if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
   config.run.save_failures_dir = opt.save_failures;
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
 
@@ -187,8 +275,17 @@ int check_command(const CheckOptions& opt) {
   if (!opt.dtype.empty()) config.dtype = parse_dtype(opt.dtype);
   TextReporter text(std::cout);
   std::vector<Reporter*> reporters{&text};
-  std::optional<JsonReporter> json;  // checked writable here, before any work
-  if (!opt.report.empty()) reporters.push_back(&json.emplace(opt.report, "--report"));
+  // Checked writable here, before any work.
+  std::optional<JsonReporter> json;
+  std::optional<JunitReporter> junit;
+  if (!opt.report.empty()) {
+    std::vector<ImplInfo> infos;
+    for (const auto& impl : config.impls.empty() ? default_impls() : config.impls) {
+      infos.push_back(impl->info());
+    }
+    reporters.push_back(&json.emplace(opt.report, "--report", std::move(infos)));
+  }
+  if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
 
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
@@ -213,18 +310,33 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string(version()));
 
   std::vector<std::string> list_plugins;
+  bool list_verbose = false;
   CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
   list->add_option("--plugin", list_plugins,
                    "also list this plugin's implementations (repeatable)")->check(kNonEmpty);
+  list->add_flag("--verbose,-v", list_verbose,
+                 "every declared field of each implementation (as describe)");
+
+  std::string describe_name;
+  std::vector<std::string> describe_plugins;
+  bool describe_json = false;
+  CLI::App* describe = app.add_subcommand("describe", "every declared field of one implementation");
+  describe->add_option("NAME", describe_name, "implementation")->required()->check(kNonEmpty);
+  describe->add_option("--plugin", describe_plugins, "load this plugin first (repeatable)")
+      ->check(kNonEmpty);
+  describe->add_flag("--json", describe_json, "as the report's \"implementations\" entry");
 
   CheckOptions opt;
   CLI::App* check = app.add_subcommand("check", "run the property suite");
-  check->add_option("--impl", opt.impls, "implementation to check (repeatable->check(kNonEmpty); default: every "
-                                         "reference, adapter and layer implementation)");
+  check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
+                                         "reference, adapter and layer implementation)")
+      ->check(kNonEmpty);
   check->add_option("--plugin", opt.plugins,
-                    "shared library exporting attncheck_plugin_impls (repeatable)->check(kNonEmpty); without "
-                    "--impl, every implementation it exports is checked");
-  check->add_option("--property", opt.properties, "property to run (repeatable->check(kNonEmpty); default: all)");
+                    "shared library exporting attncheck_plugin_impls (repeatable); without "
+                    "--impl, every implementation it exports is checked")
+      ->check(kNonEmpty);
+  check->add_option("--property", opt.properties, "property to run (repeatable; default: all)")
+      ->check(kNonEmpty);
   check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16")->check(kNonEmpty);
   check->add_option("--cases", opt.cases,
                     fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
@@ -243,21 +355,34 @@ int run_cli(int argc, char** argv) {
                   "run implementations in this process (for a debugger; a crash then ends "
                   "the run)");
   check->add_option("--report", opt.report, "write the JSON report here")->check(kNonEmpty);
+  check->add_option("--junit", opt.junit, "write a JUnit XML report here (for CI test reporters)")
+      ->check(kNonEmpty);
   check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
 
-  std::string replay_path, replay_impl;
-  std::vector<std::string> replay_plugins;
-  bool replay_no_isolation = false;
+  ReplayOptions ropt;
   int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
-  replay->add_option("FIXTURE", replay_path, "fixture JSON")->required()->check(kNonEmpty);
-  replay->add_option("--impl", replay_impl, "implementation (default: the fixture's)")->check(kNonEmpty);
-  replay->add_option("--plugin", replay_plugins,
-                     "load this plugin->check(kNonEmpty); its implementation judges the case (default: the "
-                     "fixture's implementation if it exports it, else its only one)");
-  replay->add_option("--timeout-ms", replay_timeout_ms, "per-call limit of CPU time, as for check")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
-  replay->add_flag("--no-isolation", replay_no_isolation, "run the implementation in this process");
+  replay->add_option("FIXTURE", ropt.path, "fixture JSON")->required()->check(kNonEmpty);
+  replay->add_option("--impl", ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
+  replay->add_option("--plugin", ropt.plugins,
+                     "load this plugin; its implementation judges the case (default: the "
+                     "fixture's implementation if it exports it, else its only one)")
+      ->check(kNonEmpty);
+  CLI::Option* replay_timeout =
+      replay->add_option("--timeout-ms", replay_timeout_ms,
+                         "per-call limit of CPU time, as for check (default: the fixture's)")
+          ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  replay->add_flag("--no-isolation", ropt.no_isolation, "run the implementation in this process");
+  CLI::Option* replay_strict =
+      replay->add_flag("--strict", ropt.strict, "judge as check --strict (default: the fixture's)");
+  replay->add_flag("--no-strict", ropt.no_strict, "judge without --strict whatever the fixture says")
+      ->excludes(replay_strict);
+  replay->add_option("--profile", ropt.profile, "ci or thorough (default: the fixture's)")
+      ->check(kNonEmpty);
+  replay->add_option("--cases", ropt.cases,
+                     fmt::format("as for check, 1 to {} (default: the fixture's)", kMaxCases))
+      ->check(CLI::Range(1, kMaxCases));
+  replay->add_option("--dtype", ropt.dtype, "must be the fixture's dtype")->check(kNonEmpty);
 
   std::string merge_out;
   std::vector<std::string> merge_in;
@@ -305,11 +430,12 @@ int run_cli(int argc, char** argv) {
     }
   }
   try {
-    if (app.got_subcommand("list")) return list_command(list_plugins);
+    if (app.got_subcommand("list")) return list_command(list_plugins, list_verbose);
+    if (app.got_subcommand("describe")) return describe_command(describe_name, describe_plugins, describe_json);
     if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
     if (app.got_subcommand("replay")) {
-      return replay_command(replay_path, replay_impl, replay_plugins, replay_no_isolation,
-                            replay_timeout_ms);
+      if (replay_timeout->count() > 0) ropt.timeout_ms = replay_timeout_ms;
+      return replay_command(ropt);
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
     if (app.got_subcommand(bench_cmd)) return bench::bench_command(bench_opt);

@@ -670,6 +670,26 @@ void check_meta(Reader& r, const json& meta) {
                     fmt::format("expected a string, got {}", brief(*it)));
     }
   }
+  // The options the failing run had (properties/runner.cpp); absent in
+  // fixtures saved before they were recorded.
+  if (const auto strict = meta.find("strict"); strict != meta.end() && !strict->is_boolean()) {
+    r.field_error("meta.strict", fmt::format("expected true or false, got {}", brief(*strict)));
+  }
+  if (const auto profile = meta.find("profile");
+      profile != meta.end() && (!profile->is_string() || (*profile != "ci" && *profile != "thorough"))) {
+    r.field_error("meta.profile", fmt::format("expected \"ci\" or \"thorough\", got {}", brief(*profile)));
+  }
+  const auto positive_below = [&](const char* key, int64_t limit) {
+    const auto it = meta.find(key);
+    if (it == meta.end()) return;
+    const bool ok = it->is_number_integer() && it->get<int64_t>() >= 1 && it->get<int64_t>() <= limit;
+    if (!ok) {
+      r.field_error(fmt::format("meta.{}", key),
+                    fmt::format("expected an integer from 1 to {}, got {}", limit, brief(*it)));
+    }
+  };
+  positive_below("cases", 100000);
+  positive_below("timeout_ms", 86400000);
   const auto seed = meta.find("seed");
   const bool seed_ok =
       seed == meta.end() ||

@@ -1,17 +1,59 @@
 #include "attncheck/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
+#include "attncheck/features.h"
 #include "attncheck/fixture.h"
 
 namespace attncheck {
 
+nlohmann::json implementation_json(const ImplInfo& info) {
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (DType d : kAllDTypes)
+    if (info.supports(d)) dtypes.push_back(dtype_name(d));
+  nlohmann::json combos = nlohmann::json::array();
+  for (const DTypeCombo& c : info.combos) {
+    combos.push_back({{"q", dtype_name(c.q)}, {"kv", dtype_name(c.kv)}, {"out", dtype_name(c.out)}});
+  }
+  const PrecisionTraits& pr = info.precision;
+  const Limits& l = info.limits;
+  const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  return {{"name", info.name},
+          {"kind", kind_name(info.kind)},
+          {"description", info.description},
+          {"origin", or_null(info.origin)},
+          {"caught_by", or_null(info.caught_by)},
+          {"dtypes", dtypes},
+          {"combos", combos},
+          {"features", feature_names(info.features)},
+          {"features_bits", info.features},
+          {"empty_rows", info.empty_rows == EmptyRowPolicy::zero ? "zero" : "error"},
+          {"precision",
+           {{"accum", dtype_name(pr.accum)},
+            {"p_cast", dtype_name(pr.p_cast)},
+            {"s_cast", pr.s_cast ? nlohmann::json(dtype_name(*pr.s_cast)) : nlohmann::json()},
+            {"exp_ulps", pr.exp_ulps},
+            {"flush_to_zero", pr.flush_to_zero},
+            {"ftz_formats", bit_names(pr.ftz_formats, ftz_format_table())},
+            {"key_block", pr.key_block}}},
+          {"limits",
+           {{"max_tq", l.max_tq},
+            {"max_tk", l.max_tk},
+            {"max_batch_heads", l.max_batch_heads},
+            {"dk_min", l.dk_min},
+            {"dk_max", l.dk_max},
+            {"dk_multiple", l.dk_multiple},
+            {"dv_equals_dk", l.dv_equals_dk}}}};
+}
+
 nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
-                           uint64_t seed, const std::string& profile) {
+                           uint64_t seed, const std::string& profile,
+                           const std::vector<ImplInfo>& impls) {
   nlohmann::json results = nlohmann::json::array();
   for (const PropertyOutcome& o : outcomes) {
     nlohmann::json ce = nullptr;
@@ -34,11 +76,14 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                        {"fixture", o.fixture ? nlohmann::json(*o.fixture) : nlohmann::json()},
                        {"counterexample", ce}});
   }
+  nlohmann::json implementations = nlohmann::json::array();
+  for (const ImplInfo& info : impls) implementations.push_back(implementation_json(info));
   return {{"format", "attncheck-report-1"},
           {"attncheck", version()},
           {"seed", seed},
           {"profile", profile},
-          {"results", results}};
+          {"results", results},
+          {"implementations", implementations}};
 }
 
 nlohmann::json merge_reports(const std::vector<std::string>& paths) {
@@ -60,6 +105,18 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
                                 "'status' is a string");
       }
     }
+    // Optional: reports written before it have none.
+    const bool has_impls = j.contains("implementations");
+    if (has_impls) {
+      const auto& impls = j["implementations"];
+      const auto named = [](const nlohmann::json& i) {
+        return i.is_object() && i.contains("name") && i["name"].is_string();
+      };
+      if (!impls.is_array() || !std::all_of(impls.begin(), impls.end(), named)) {
+        throw InputError(path + ": field 'implementations': expected an array of objects "
+                                "with a string 'name'");
+      }
+    }
     if (merged.is_null()) {
       merged = j;
       continue;
@@ -70,6 +127,17 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
       }
     }
     for (const auto& r : j["results"]) merged["results"].push_back(r);
+    if (has_impls) {
+      // Each name once: shards of one run declare the same implementations.
+      nlohmann::json& joined = merged["implementations"];
+      if (!joined.is_array()) joined = nlohmann::json::array();
+      for (const auto& i : j["implementations"]) {
+        const bool seen = std::any_of(joined.begin(), joined.end(), [&](const nlohmann::json& k) {
+          return k["name"] == i["name"];
+        });
+        if (!seen) joined.push_back(i);
+      }
+    }
   }
   return merged;
 }

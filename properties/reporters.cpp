@@ -1,5 +1,6 @@
 #include "attncheck/reporters.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -39,8 +40,8 @@ void TextReporter::on_finish(const SessionResult& result) {
       result.count(PropertyStatus::not_run));
 }
 
-JsonReporter::JsonReporter(std::string path, std::string label)
-    : path_(std::move(path)), label_(std::move(label)) {
+JsonReporter::JsonReporter(std::string path, std::string label, std::vector<ImplInfo> impls)
+    : path_(std::move(path)), label_(std::move(label)), impls_(std::move(impls)) {
   check_output_path(path_, label_);
 }
 
@@ -52,9 +53,149 @@ void JsonReporter::on_start(uint64_t seed, Profile profile, const Shard&) {
 void JsonReporter::on_outcome(const PropertyOutcome& outcome) { outcomes_.push_back(outcome); }
 
 void JsonReporter::on_finish(const SessionResult&) {
-  write_output_file(path_,
-                   report_json(outcomes_, seed_, std::string(profile_name(profile_))).dump(2) + "\n",
-                   label_);
+  // A shard checks some implementations only: the others are not its.
+  std::vector<ImplInfo> checked;
+  for (const ImplInfo& info : impls_) {
+    const bool has_outcome = std::any_of(outcomes_.begin(), outcomes_.end(),
+                                         [&](const PropertyOutcome& o) { return o.impl == info.name; });
+    if (has_outcome) checked.push_back(info);
+  }
+  write_output_file(
+      path_,
+      report_json(outcomes_, seed_, std::string(profile_name(profile_)), checked).dump(2) + "\n",
+      label_);
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence XML 1.0 allows at s[i], or 0.
+size_t xml_char_length(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return c >= 0x20 || c == '\t' || c == '\n' || c == '\r' ? 1 : 0;
+  size_t n = 0;
+  uint32_t cp = 0, min = 0;
+  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F, min = 0x80;
+  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F, min = 0x800;
+  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07, min = 0x10000;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3F);
+  }
+  const bool allowed = cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+                       cp != 0xFFFE && cp != 0xFFFF;
+  return allowed ? n : 0;
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view s, bool attribute) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = xml_char_length(s, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(s[i]));
+      ++i;
+      continue;
+    }
+    const char c = s[i];
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '"') out += "&quot;";
+    else if (c == '\'') out += "&apos;";
+    else if (attribute && c == '\n') out += "&#10;";
+    else if (attribute && c == '\r') out += "&#13;";
+    else if (attribute && c == '\t') out += "&#9;";
+    else if (c == '\r') out += "&#13;";  // a parser would turn CR LF into LF
+    else out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+JunitReporter::JunitReporter(std::string path, std::string label)
+    : path_(std::move(path)), label_(std::move(label)) {
+  check_output_path(path_, label_);
+}
+
+void JunitReporter::on_start(uint64_t seed, Profile profile, const Shard&) {
+  seed_ = seed;
+  profile_ = profile;
+  last_ = std::chrono::steady_clock::now();
+}
+
+void JunitReporter::on_outcome(const PropertyOutcome& outcome) {
+  const auto now = std::chrono::steady_clock::now();
+  outcomes_.emplace_back(outcome, std::chrono::duration<double>(now - last_).count());
+  last_ = now;
+}
+
+void JunitReporter::on_finish(const SessionResult&) {
+  const auto is_failure = [](PropertyStatus s) {
+    return s == PropertyStatus::failed || s == PropertyStatus::xpass;
+  };
+  const auto is_skipped = [&](PropertyStatus s) {
+    return !is_failure(s) && s != PropertyStatus::passed;
+  };
+  // Suites by implementation, in the order their first outcome came.
+  std::vector<std::string> suites;
+  for (const auto& [o, seconds] : outcomes_)
+    if (std::find(suites.begin(), suites.end(), o.impl) == suites.end()) suites.push_back(o.impl);
+
+  const auto count = [&](const std::string* impl, auto pred) {
+    return std::count_if(outcomes_.begin(), outcomes_.end(), [&](const auto& entry) {
+      return (!impl || entry.first.impl == *impl) && pred(entry.first.status);
+    });
+  };
+  const auto any = [](PropertyStatus) { return true; };
+  const auto seconds_of = [&](const std::string* impl) {
+    double total = 0;
+    for (const auto& [o, seconds] : outcomes_)
+      if (!impl || o.impl == *impl) total += seconds;
+    return total;
+  };
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  xml += fmt::format(
+      "<testsuites name=\"attncheck\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
+      "skipped=\"{}\" time=\"{:.3f}\">\n",
+      outcomes_.size(), count(nullptr, is_failure), count(nullptr, is_skipped), seconds_of(nullptr));
+  for (const std::string& impl : suites) {
+    xml += fmt::format(
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" "
+        "time=\"{:.3f}\">\n",
+        xml_escape(impl, true), count(&impl, any), count(&impl, is_failure),
+        count(&impl, is_skipped), seconds_of(&impl));
+    xml += "    <properties>\n";
+    xml += fmt::format("      <property name=\"seed\" value=\"{}\"/>\n", seed_);
+    xml += fmt::format("      <property name=\"profile\" value=\"{}\"/>\n", profile_name(profile_));
+    xml += fmt::format("      <property name=\"attncheck\" value=\"{}\"/>\n",
+                       xml_escape(version(), true));
+    xml += "    </properties>\n";
+    for (const auto& [o, seconds] : outcomes_) {
+      if (o.impl != impl) continue;
+      xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"",
+                         xml_escape(fmt::format("attncheck.{}.{}", o.impl, dtype_name(o.dtype)), true),
+                         xml_escape(o.property, true), seconds);
+      const std::string first_line = o.message.substr(0, o.message.find('\n'));
+      if (is_failure(o.status)) {
+        xml += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                           xml_escape(first_line, true), status_name(o.status),
+                           xml_escape(o.message, false));
+      } else if (is_skipped(o.status)) {
+        xml += fmt::format(">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                           xml_escape(fmt::format("{}: {}", status_name(o.status), first_line), true));
+      } else {
+        xml += "/>\n";
+      }
+    }
+    xml += "  </testsuite>\n";
+  }
+  xml += "</testsuites>\n";
+  write_output_file(path_, xml, label_);
 }
 
 }  // namespace attncheck

@@ -209,6 +209,17 @@ PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& imp
 
 namespace {
 
+// The options of `check` beyond the case's identity that change the cases
+// or their judgement, as its command line spells them (" --strict ...").
+std::string judgement_options(const RunConfig& config) {
+  std::string options;
+  if (config.strict) options += " --strict";
+  if (config.profile != Profile::ci) options += fmt::format(" --profile {}", profile_name(config.profile));
+  if (config.cases > 0) options += fmt::format(" --cases {}", config.cases);
+  if (config.timeout_ms > 0) options += fmt::format(" --timeout-ms {}", config.timeout_ms);
+  return options;
+}
+
 // The failure report of SPEC 2 and the fixture, for a failed case.
 void report_failure(const PropertyDef& prop, const Implementation& impl, DType dtype,
                     const RunConfig& config, const CaseContext& ctx,
@@ -244,7 +255,11 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       f.args = ctx.failed_case->args;
       f.meta = {{"property", prop.name},      {"impl", impl.info().name},
                 {"dtype", dtype_name(dtype)}, {"seed", config.seed},
-                {"reproduce", reproduce},     {"attncheck", version()}};
+                {"reproduce", reproduce},     {"attncheck", version()},
+                {"strict", config.strict},    {"profile", profile_name(config.profile)}};
+      // What changes the cases or their judgement, so replay judges alike.
+      if (config.cases > 0) f.meta["cases"] = config.cases;
+      if (config.timeout_ms > 0) f.meta["timeout_ms"] = config.timeout_ms;
       const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
                                            impl.info().name, dtype_name(dtype), prop.name);
       try {
@@ -264,8 +279,9 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   if (!reproduce.empty()) {
     report << fmt::format(
         "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
-        "--seed {}\n",
-        reproduce, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed);
+        "--seed {}{}\n",
+        reproduce, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
+        judgement_options(config));
   }
   if (out.fixture) {
     report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay " << *out.fixture

@@ -34,6 +34,9 @@ struct RunConfig {
   int cases = 0;               ///< 0 = the property's default for the profile
   bool strict = false;
   std::string save_failures_dir;  ///< empty = do not save fixtures
+  /// The isolated call's time limit the run had (--timeout-ms), carried to
+  /// the reproduce line and the fixture; 0 = the default (or no isolation).
+  int64_t timeout_ms = 0;
 };
 
 /// A property of the catalog.

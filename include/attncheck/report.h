@@ -13,14 +13,28 @@
 
 namespace attncheck {
 
-/// {"format": "attncheck-report-1", "attncheck", "seed", "profile", "results"}.
+/// Every field `info` declares: {"name", "kind", "description", "origin"
+/// (null for a built-in), "caught_by" (null unless broken), "dtypes" (names),
+/// "combos" ([{"q", "kv", "out"}], empty = q = k/v = out per dtype),
+/// "features" (names, attncheck/features.h), "features_bits",
+/// "empty_rows" ("error" or "zero"), "precision" {"accum", "p_cast",
+/// "s_cast", "exp_ulps", "flush_to_zero", "ftz_formats" (names),
+/// "key_block"}, "limits" {...}}.
+nlohmann::json implementation_json(const ImplInfo& info);
+
+/// {"format": "attncheck-report-1", "attncheck", "seed", "profile",
+/// "results", "implementations"}: the last holds implementation_json of
+/// each of `impls` (the checked implementations' declarations).
 nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
-                           uint64_t seed, const std::string& profile);
+                           uint64_t seed, const std::string& profile,
+                           const std::vector<ImplInfo>& impls = {});
 
 /// Reads the reports at `paths` (at least one) and joins their results, in order, under
-/// the first report's other fields. Throws InputError naming the file when
+/// the first report's other fields; their implementations are joined too,
+/// each name once (the first report's declaration of it). Throws InputError naming the file when
 /// one is not an attncheck-report-1 report (or its results are not objects
-/// with a string status) or its seed or profile differs from the first's.
+/// with a string status, or its implementations not objects with a string
+/// name) or its seed or profile differs from the first's.
 nlohmann::json merge_reports(const std::vector<std::string>& paths);
 
 /// The results of a report that fail a run: status "failed" or "xpass".

@@ -173,6 +173,48 @@ else
   expect 1 "the example's buggy twin fails" -- check --plugin "$plugins/libexample_plugin_bug.so" --property MatchesOracle --save-failures plugin-fails
   contains out.txt "FAILED MatchesOracle on example_c_bug_f64" "the forgotten scale is caught"
   expect 1 "replay of the plugin's counterexample" -- replay plugin-fails/example_c_bug_f64-f64-MatchesOracle.json --plugin "$plugins/libexample_plugin_bug.so"
+
+  # describe / list --verbose: every declared field, a plugin's as read.
+  expect 0 "describe a plugin's implementation" -- describe example_c_f32 --plugin "$example"
+  contains out.txt "^  features: *KEY_VALID, CAUSAL, WINDOW, MASK, BIAS, GQA, STRIDES, WEIGHTS, LSE, ALIGN_TOP_LEFT, ALIGN_BOTTOM_RIGHT, SCALE" "describe names the features"
+  contains out.txt "^  origin: *.*libattncheck_example_plugin.so" "describe shows the origin"
+  contains out.txt "^  precision: *accum f32, p_cast f32, s_cast f32, exp_ulps 1" "describe shows the precision traits"
+  contains out.txt "^  empty rows: *error" "describe shows the empty-row policy"
+  expect 0 "describe --json" -- describe example_c_f64 --plugin "$example" --json
+  contains out.txt '"empty_rows": "zero"' "describe --json is the report's declaration"
+  usage_error "describe of an unknown implementation" "unknown implementation 'nope'" -- describe nope
+  expect 0 "list --verbose with a plugin" -- list --verbose --plugin "$example"
+  contains out.txt "^example_c_f64$" "list --verbose shows the plugin's implementations"
+  contains out.txt "^loop_f64$" "list --verbose shows the built-ins"
+  contains out.txt "^  limits: " "list --verbose shows the limits"
+
+  # A failure only --strict finds: the reproduce line and the fixture both
+  # carry --strict, so both fail again; replay's flags override the fixture.
+  strict_plugin=$plugins/libplugin_masked_times_v.so
+  expect 0 "the masked-times-V bug passes without --strict" -- check --plugin "$strict_plugin" --property MaskedWeightsAreZero
+  expect 1 "the masked-times-V bug fails under --strict" -- check --plugin "$strict_plugin" --property MaskedWeightsAreZero --strict --timeout-ms 20000 --save-failures strict-fails
+  contains out.txt "reproduce: .* --strict --timeout-ms 20000$" "the reproduce line carries --strict and --timeout-ms"
+  reproduce=$(sed -n 's/^  reproduce: //p' out.txt)
+  checks=$((checks + 1))
+  (eval "${reproduce/ attncheck check/ \"\$bin\" check}") >repro.txt 2>&1
+  if [[ $? -ne 1 ]] || ! grep -q "^FAILED MaskedWeightsAreZero on masked_times_v" repro.txt; then
+    echo "FAIL: the printed reproduce line of a --strict failure does not fail again"
+    sed 's/^/  | /' repro.txt | head -5
+    failures=$((failures + 1))
+  fi
+  strict_fixture=strict-fails/masked_times_v-f64-MaskedWeightsAreZero.json
+  contains "$strict_fixture" '"strict": true' "the fixture records --strict"
+  contains "$strict_fixture" '"timeout_ms": 20000' "the fixture records --timeout-ms"
+  expect 1 "replay of a --strict fixture fails again" -- replay "$strict_fixture" --plugin "$strict_plugin"
+  expect 0 "replay --no-strict overrides the fixture" -- replay "$strict_fixture" --plugin "$strict_plugin" --no-strict
+  expect 1 "replay --strict with the fixture's other flags" -- replay "$strict_fixture" --plugin "$strict_plugin" --strict --profile thorough --cases 3 --dtype f64 --timeout-ms 30000
+  usage_error "replay --dtype other than the fixture's" "the fixture's problem is f64, not f32" -- replay "$strict_fixture" --plugin "$strict_plugin" --dtype f32
+  usage_error "replay --strict --no-strict" "excludes" -- replay "$strict_fixture" --strict --no-strict
+  sed 's/"strict": true/"strict": false/' "$strict_fixture" >not-strict.json
+  expect 0 "a fixture recorded without --strict replays without it" -- replay not-strict.json --plugin "$strict_plugin"
+  expect 1 "replay --strict overrides the fixture" -- replay not-strict.json --plugin "$strict_plugin" --strict
+  sed 's/"strict": true/"strict": "yes"/' "$strict_fixture" >bad-strict.json
+  usage_error "a fixture's meta.strict is type-checked" "meta.strict" -- replay bad-strict.json --plugin "$strict_plugin"
   expect 0 "replay of the counterexample on the fixed plugin" -- replay plugin-fails/example_c_bug_f64-f64-MatchesOracle.json --plugin "$example" --impl example_c_f64
   contains out.txt "^passed *example_c_f64" "the fixed plugin passes the saved case"
 
@@ -219,6 +261,20 @@ if [[ $code -ne 3 ]] || ! grep -q '"status": "not-run"' interrupted.json || ! gr
   failures=$((failures + 1))
 fi
 [[ ! -e interrupted.json.tmp ]] || { echo "FAIL: the report's temporary file was left behind"; failures=$((failures + 1)); }
+
+# --junit: one testcase per (implementation, dtype, property), failures
+# with their report, skipped as skipped; the path checked before any work.
+expect 1 "check --junit" -- check --impl loop_f64 --impl broken_extra_logit --property RowSumsToOne --property ConstantValuesReproduced --dtype f64 --junit junit.xml --report junit-report.json
+contains junit.xml '<testsuites name="attncheck" tests="4" failures="2" errors="0" skipped="0"' "the JUnit totals"
+contains junit.xml '<testcase classname="attncheck.loop_f64.f64" name="RowSumsToOne" time="[0-9.]*"/>' "a passing testcase"
+contains junit.xml '<failure message="FAILED ConstantValuesReproduced on broken_extra_logit (f64)" type="failed">' "a failing testcase"
+contains junit-report.json '"implementations"' "the report declares the implementations"
+if command -v python3 >/dev/null; then
+  checks=$((checks + 1))
+  python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' junit.xml || {
+    echo "FAIL: junit.xml is not well-formed XML"; failures=$((failures + 1)); }
+fi
+usage_error "--junit to a missing directory" "--junit: cannot write" -- check --impl loop_f64 --junit no/such/dir/j.xml
 
 echo "cli: $((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -588,6 +588,31 @@ json fixture_json(const std::string& property, json args) {
                 {"dtype", "f64"}}}};
 }
 
+TEST(Fixture, MetaRecordsTheRunsOptionsTypeChecked) {
+  json f = fixture_json("MatchesOracle", json::object());
+  // Fixtures saved before the options were recorded read as before.
+  EXPECT_NO_THROW(fixture_from_json(f, "old.json"));
+  f["meta"]["strict"] = true;
+  f["meta"]["profile"] = "thorough";
+  f["meta"]["cases"] = 5;
+  f["meta"]["timeout_ms"] = 20000;
+  EXPECT_EQ(fixture_from_json(f, "new.json").meta["strict"], true);
+  const std::pair<const char*, json> bad[] = {
+      {"strict", "yes"}, {"profile", "fast"},   {"profile", 1},  {"cases", 0},
+      {"cases", 1.5},    {"cases", 100001},     {"timeout_ms", -1}, {"timeout_ms", "1"},
+  };
+  for (const auto& [key, value] : bad) {
+    json g = f;
+    g["meta"][key] = value;
+    try {
+      fixture_from_json(g, "meta.json");
+      ADD_FAILURE() << "accepted meta." << key << " = " << value.dump();
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, "meta.json", std::string("meta.") + key);
+    }
+  }
+}
+
 TEST(Fixture, ArgsValuesAreLeftToTheirProperty) {
   // The reader checks that args is an object; what is inside is what a
   // property drew, checked by that property before replay

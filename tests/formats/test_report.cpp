@@ -106,6 +106,57 @@ TEST_F(ReportTest, MergeJoinsTheResultsInOrder) {
   EXPECT_EQ(failing_results(merge_reports({a})), 0);
 }
 
+TEST_F(ReportTest, ImplementationsCarryEveryDeclaredField) {
+  ImplInfo info;
+  info.name = "plugged";
+  info.kind = Kind::plugin;
+  info.origin = "/p/lib.so";
+  info.dtypes = dtype_bit(DType::f32);
+  info.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_SINK | (1u << 30);
+  info.empty_rows = EmptyRowPolicy::zero;
+  info.precision.accum = DType::f32;
+  info.precision.s_cast = DType::bf16;
+  info.precision.ftz_formats = kFtzAccum | kFtzOut;
+  info.limits.dk_max = 256;
+  info.combos = {{DType::f16, DType::f16, DType::f32}};
+  const json j = implementation_json(info);
+  EXPECT_EQ(j["name"], "plugged");
+  EXPECT_EQ(j["kind"], "plugin");
+  EXPECT_EQ(j["origin"], "/p/lib.so");
+  EXPECT_TRUE(j["caught_by"].is_null());
+  EXPECT_EQ(j["dtypes"], json::array({"f32"}));
+  EXPECT_EQ(j["combos"], json::parse(R"([{"q": "f16", "kv": "f16", "out": "f32"}])"));
+  // A bit the table does not name is still shown.
+  EXPECT_EQ(j["features"], json::array({"CAUSAL", "SINK", "bit 30"}));
+  EXPECT_EQ(j["empty_rows"], "zero");
+  EXPECT_EQ(j["precision"]["accum"], "f32");
+  EXPECT_EQ(j["precision"]["s_cast"], "bf16");
+  EXPECT_EQ(j["precision"]["ftz_formats"], json::array({"ACCUM", "OUT"}));
+  EXPECT_EQ(j["limits"]["dk_max"], 256);
+  const json report = report_json({}, 7, "ci", {info});
+  EXPECT_EQ(report["implementations"], json::array({j}));
+}
+
+TEST_F(ReportTest, MergeJoinsImplementationsOnceByName) {
+  ImplInfo a, b;
+  a.name = "a";
+  b.name = "b";
+  const std::string one = write("one.json", report_json({}, 7, "ci", {a}));
+  const std::string two = write("two.json", report_json({}, 7, "ci", {a, b}));
+  json old = report_json({}, 7, "ci");
+  old.erase("implementations");  // written before the field existed
+  const std::string three = write("three.json", old);
+  const json merged = merge_reports({three, one, two});
+  ASSERT_EQ(merged["implementations"].size(), 2u);
+  EXPECT_EQ(merged["implementations"][0]["name"], "a");
+  EXPECT_EQ(merged["implementations"][1]["name"], "b");
+  json bad = report_json({}, 7, "ci");
+  bad["implementations"] = json::array({json{{"name", 3}}});
+  const std::string broken = write("bad.json", bad);
+  EXPECT_EQ(merge_error({one, broken}),
+            broken + ": field 'implementations': expected an array of objects with a string 'name'");
+}
+
 TEST_F(ReportTest, MergeRefusesAnotherRunsReport) {
   const std::string a = write("a.json", report_json({}, 7, "ci"));
   const std::string seed = write("seed.json", report_json({}, 8, "ci"));

@@ -1,11 +1,13 @@
 // The reporters of attncheck/reporters.h: the text of `attncheck check`
-// against approved text for a fixed list of outcomes, and the --report
-// JSON written through report_json.
+// against approved text for a fixed list of outcomes, the --report JSON
+// written through report_json, and the --junit XML against the elements
+// and attributes the JUnit schema requires.
 
 #include "attncheck/reporters.h"
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -154,6 +156,105 @@ TEST_F(JsonReporterTest, AReportThatCannotBeWrittenFailsAtOnce) {
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), "--report: cannot write '" + path + "': no directory '" +
                                          (dir_ / "missing").string() + "'");
+  }
+}
+
+TEST_F(JsonReporterTest, ReportsTheDeclarationsOfTheImplementationsWithOutcomes) {
+  const std::string path = (dir_ / "report.json").string();
+  const SessionResult r = result_of(fixed_outcomes());
+  ImplInfo loop, absent;
+  loop.name = "loop_f64";
+  loop.dtypes = dtype_bit(DType::f64);
+  absent.name = "not_in_this_shard";
+  JsonReporter json(path, "--report", {loop, absent});
+  json.on_start(r.seed, r.profile, r.shard);
+  for (const PropertyOutcome& o : r.outcomes) json.on_outcome(o);
+  json.on_finish(r);
+  EXPECT_EQ(read_json_file(path), report_json(r.outcomes, 42, "thorough", {loop}));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+size_t count_of(const std::string& text, const std::regex& re) {
+  return static_cast<size_t>(std::distance(std::sregex_iterator(text.begin(), text.end(), re),
+                                           std::sregex_iterator()));
+}
+
+TEST_F(JsonReporterTest, JunitHasTheSchemasRequiredElementsAndAttributes) {
+  const std::string path = (dir_ / "junit.xml").string();
+  const SessionResult r = result_of(fixed_outcomes());
+  JunitReporter junit(path, "--junit");
+  junit.on_start(r.seed, r.profile, r.shard);
+  for (const PropertyOutcome& o : r.outcomes) junit.on_outcome(o);
+  junit.on_finish(r);
+  const std::string xml = read_text(path);
+  EXPECT_TRUE(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites "));
+  EXPECT_TRUE(xml.ends_with("</testsuites>\n"));
+  // 8 outcomes: failed and xpass fail; xfail, skipped, unsupported and
+  // not-run are skipped.
+  EXPECT_NE(xml.find("<testsuites name=\"attncheck\" tests=\"8\" failures=\"2\" errors=\"0\" "
+                     "skipped=\"4\" time=\""),
+            std::string::npos)
+      << xml;
+  const std::regex suite(R"re(<testsuite name="[^"]+" tests="\d+" failures="\d+" errors="\d+" skipped="\d+" time="[0-9.]+">)re");
+  EXPECT_EQ(count_of(xml, suite), 3u);  // loop_f64, batched_f32, broken_unscaled
+  EXPECT_EQ(count_of(xml, std::regex("</testsuite>")), 3u);
+  const std::regex testcase(R"re(<testcase classname="attncheck\.[a-z0-9_]+\.(f64|f32|bf16|f16)" name="[A-Za-z]+" time="[0-9.]+")re");
+  EXPECT_EQ(count_of(xml, testcase), 8u);
+  EXPECT_EQ(count_of(xml, std::regex(R"re(<failure message="FAILED [^"]*" type="failed">)re")), 1u);
+  EXPECT_EQ(count_of(xml, std::regex(R"re(<failure message="passed, but [^"]*" type="xpass">)re")), 1u);
+  EXPECT_EQ(count_of(xml, std::regex(R"re(<skipped message="(xfail|skipped|unsupported|not-run): [^"]*"/>)re")), 4u);
+  EXPECT_NE(xml.find("classname=\"attncheck.broken_unscaled.f64\" name=\"ScaledScoreVarianceNearOne\""),
+            std::string::npos);
+  // The failure's whole report is the element's text.
+  EXPECT_NE(xml.find("variance 12.5, expected 1\n</failure>"), std::string::npos) << xml;
+}
+
+TEST(JunitXml, EscapesEveryTextAndKeepsOnlyWhatXmlCanHold) {
+  EXPECT_EQ(xml_escape("a<b>&\"c'", false), "a&lt;b&gt;&amp;&quot;c&apos;");
+  EXPECT_EQ(xml_escape("line\nnext\ttab", false), "line\nnext\ttab");
+  EXPECT_EQ(xml_escape("line\nnext\ttab\r", true), "line&#10;next&#9;tab&#13;");
+  // Control characters XML 1.0 forbids, and bytes that are not UTF-8.
+  EXPECT_EQ(xml_escape(std::string("esc\x1b[31m nul") + '\0', false), "esc\\x1B[31m nul\\x00");
+  EXPECT_EQ(xml_escape("bad \xff\xc3 end", false), "bad \\xFF\\xC3 end");
+  EXPECT_EQ(xml_escape("\xed\xa0\x80", false), "\\xED\\xA0\\x80");  // a surrogate
+  EXPECT_EQ(xml_escape("\xef\xbf\xbe", false), "\\xEF\\xBF\\xBE");  // U+FFFE
+  EXPECT_EQ(xml_escape("caf\xc3\xa9 \xe2\x9c\x93", false), "caf\xc3\xa9 \xe2\x9c\x93");  // kept
+}
+
+TEST_F(JsonReporterTest, JunitEscapesForeignTextInEveryPlace) {
+  const std::string path = (dir_ / "junit.xml").string();
+  std::vector<PropertyOutcome> outcomes = {
+      outcome("evil<\"&>", DType::f64, "MatchesOracle", PropertyStatus::failed,
+              "FAILED \x1b[2J <script> & \"quotes\"\nsecond line \x01\n")};
+  const SessionResult r = result_of(outcomes);
+  JunitReporter junit(path, "--junit");
+  junit.on_start(r.seed, r.profile, r.shard);
+  for (const PropertyOutcome& o : r.outcomes) junit.on_outcome(o);
+  junit.on_finish(r);
+  const std::string xml = read_text(path);
+  EXPECT_EQ(xml.find('\x1b'), std::string::npos);
+  EXPECT_EQ(xml.find('\x01'), std::string::npos);
+  EXPECT_EQ(xml.find("<script>"), std::string::npos);
+  EXPECT_NE(xml.find("<testsuite name=\"evil&lt;&quot;&amp;&gt;\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure message=\"FAILED \\x1B[2J &lt;script&gt; &amp; &quot;quotes&quot;\""),
+            std::string::npos)
+      << xml;
+}
+
+TEST_F(JsonReporterTest, AJunitFileThatCannotBeWrittenFailsAtOnce) {
+  const std::string path = (dir_ / "missing" / "r.xml").string();
+  try {
+    JunitReporter junit(path, "--junit");
+    FAIL() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("--junit: cannot write '" + path + "'"))
+        << e.what();
   }
 }
 

@@ -165,6 +165,34 @@ TEST(Runner, FailureReportHasEveryPartAndSavesAFixture) {
   EXPECT_EQ(f.meta.at("impl"), "broken_extra_logit");
   EXPECT_EQ(f.meta.at("seed"), kDefaultSeed);
   EXPECT_EQ(f.problem.tq, o.counterexample->tq);
+  EXPECT_EQ(f.meta.at("strict"), false);
+  EXPECT_EQ(f.meta.at("profile"), "ci");
+  EXPECT_FALSE(f.meta.contains("cases"));
+  EXPECT_FALSE(f.meta.contains("timeout_ms"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Runner, ReproduceLineAndFixtureCarryEveryJudgementOption) {
+  const auto dir = std::filesystem::temp_directory_path() / "attncheck-test-options";
+  std::filesystem::remove_all(dir);
+  RunConfig config = ci_config();
+  config.save_failures_dir = dir.string();
+  config.strict = true;
+  config.profile = Profile::thorough;
+  config.cases = 7;
+  config.timeout_ms = 1234;
+  const PropertyOutcome o = run({"broken_extra_logit", "ConstantValuesReproduced", DType::f64}, config);
+  ASSERT_EQ(o.status, PropertyStatus::failed);
+  EXPECT_NE(o.message.find("--dtype f64 --seed 20260101 --strict --profile thorough --cases 7 "
+                           "--timeout-ms 1234\n"),
+            std::string::npos)
+      << o.message;
+  ASSERT_TRUE(o.fixture.has_value());
+  const Fixture f = load_fixture(*o.fixture);
+  EXPECT_EQ(f.meta.at("strict"), true);
+  EXPECT_EQ(f.meta.at("profile"), "thorough");
+  EXPECT_EQ(f.meta.at("cases"), 7);
+  EXPECT_EQ(f.meta.at("timeout_ms"), 1234);
   std::filesystem::remove_all(dir);
 }
 
