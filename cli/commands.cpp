@@ -419,16 +419,6 @@ int run_cli(int argc, char** argv) {
     std::cerr << "attncheck: " << printable(e.what(), kMessageChars) << "\n";
     return kExitUsage;
   }
-  // CLI11 runs no validator on an empty element of a repeatable option.
-  for (const auto& [option, values] :
-       {std::pair<const char*, const std::vector<std::string>*>{"--impl", &opt.impls},
-        {"--plugin", &opt.plugins}, {"--property", &opt.properties},
-        {"--plugin", &list_plugins}, {"--plugin", &replay_plugins}, {"IN", &merge_in}}) {
-    if (std::find(values->begin(), values->end(), "") != values->end()) {
-      std::cerr << "attncheck: " << option << ": an empty value\n";
-      return kExitUsage;
-    }
-  }
   try {
     if (app.got_subcommand("list")) return list_command(list_plugins, list_verbose);
     if (app.got_subcommand("describe")) return describe_command(describe_name, describe_plugins, describe_json);
