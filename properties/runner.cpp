@@ -383,7 +383,11 @@ PropertyDef case_property(std::string name, std::string statement, int default_c
       if (r.type == rc::detail::CaseResult::Type::Discard) {
         out.status = PropertyStatus::unsupported;
         out.discarded = 1;
-        out.message = "the fixture's case was discarded: " + r.description;
+        // The reason the judge gave, not RapidCheck's description of the
+        // discard (its source location, over several lines).
+        out.message = "the fixture's case was discarded: " +
+                      (ctx.discard_reasons.empty() ? std::string("(no reason given)")
+                                                   : ctx.discard_reasons.begin()->first);
       } else {
         RunConfig no_save = config;
         no_save.save_failures_dir.clear();

@@ -221,5 +221,27 @@ TEST(Runner, UnsupportedDtypeIsSkippedWithReason) {
   EXPECT_NE(o.message.find("f32"), std::string::npos);
 }
 
+// An implementation that refuses every problem.
+class Refuses : public Implementation {
+ public:
+  Refuses() : info_(find_impl("loop_f64")->info()) { info_.name = "refuses"; }
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem&) const override { return ForwardResult::unsupported(); }
+
+ private:
+  ImplInfo info_;
+};
+
+// A replayed case that is discarded says why in one line: the judge's
+// reason, not RapidCheck's description of the discard.
+TEST(Runner, ADiscardedReplayGivesItsReasonInOneLine) {
+  Fixture f;
+  f.problem = Problem::zeros(DType::f64, 1, 1, 1, 2, 2, 2, 2);
+  f.meta = {{"property", "MatchesOracle"}, {"impl", "refuses"}};
+  const PropertyOutcome o = replay_fixture(f, Refuses(), RunConfig{});
+  EXPECT_EQ(o.status, PropertyStatus::unsupported);
+  EXPECT_EQ(o.message, "the fixture's case was discarded: unsupported by the implementation");
+}
+
 }  // namespace
 }  // namespace attncheck
