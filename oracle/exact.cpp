@@ -208,15 +208,29 @@ void exact_dot(Mp& out, const double* a, const double* b, size_t n,
                bool absolute, Mp* prods, std::vector<mpfr_ptr>& ptrs) {
   ptrs.clear();
   mpfr_exp_t top = 0, bottom = 0;
+  bool finite = true, first = true;
   for (size_t c = 0; c < n; ++c) {
     mpfr_ptr x = prods[c].get();
     mpfr_set_d(x, a[c], MPFR_RNDN);  // exact: 106 >= 53 bits
     mpfr_mul_d(x, x, b[c], MPFR_RNDN);  // exact: 53 + 53 bits
     if (absolute) mpfr_abs(x, x, MPFR_RNDN);
     if (mpfr_zero_p(x)) continue;
-    if (ptrs.empty() || mpfr_get_exp(x) > top) top = mpfr_get_exp(x);
-    if (ptrs.empty() || low_bit(x) < bottom) bottom = low_bit(x);
     ptrs.push_back(x);
+    // NaN and infinities have no exponent: the sum of them is special
+    // whatever the precision (a key no row can see may hold them, as
+    // --strict's masked keys do; the oracle never reports such a value).
+    if (!mpfr_number_p(x)) {
+      finite = false;
+      continue;
+    }
+    if (first || mpfr_get_exp(x) > top) top = mpfr_get_exp(x);
+    if (first || low_bit(x) < bottom) bottom = low_bit(x);
+    first = false;
+  }
+  if (!finite) {
+    mpfr_set_prec(out.get(), 2);
+    mpfr_sum(out.get(), ptrs.data(), ptrs.size(), MPFR_RNDN);
+    return;
   }
   if (ptrs.empty()) {
     mpfr_set_prec(out.get(), 2);
@@ -240,6 +254,11 @@ void exact_mul_d(Mp& out, const Mp& a, double d) {
 void exact_add_d(Mp& out, const Mp& a, double d) {
   if (d == 0 || mpfr_zero_p(a.get())) {
     mpfr_set_prec(out.get(), std::max<mpfr_prec_t>(mpfr_get_prec(a.get()), 53));
+    mpfr_add_d(out.get(), a.get(), d, MPFR_RNDN);
+    return;
+  }
+  if (!mpfr_number_p(a.get()) || !std::isfinite(d)) {  // special: no exponent
+    mpfr_set_prec(out.get(), 2);
     mpfr_add_d(out.get(), a.get(), d, MPFR_RNDN);
     return;
   }
