@@ -250,6 +250,11 @@ TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
   EXPECT_EQ(rejection(d), "libx.so: descriptor 3: name is NULL");
   d.name = "Has Space";
   EXPECT_NE(rejection(d).find("'Has Space' is not of the form [a-z0-9_.-]+"), std::string::npos);
+  // A name with a line break and an ESC stays one line, escaped.
+  d.name = "two\nlines\x1b[31m";
+  EXPECT_NE(rejection(d).find("'two\\nlines\\x1b[31m' is not of the form"), std::string::npos)
+      << rejection(d);
+  EXPECT_EQ(rejection(d).find('\n'), std::string::npos);
   d = descriptor(0);
   d.features = ATTNCHECK_FEATURE_CAUSAL | 0x80000u;
   EXPECT_EQ(rejection(d), "libx.so: descriptor 3 (name 'copy'): unknown feature bits 0x80000");
