@@ -287,8 +287,6 @@ int check_command(const CheckOptions& opt) {
   }
   if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
 
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
   config.cancel = &interrupted;
   const SessionResult result = run_session(config, reporters);
   if (result.interrupted) return kExitInterrupted;
@@ -300,6 +298,9 @@ int check_command(const CheckOptions& opt) {
 namespace attncheck::cli {
 
 int run_cli(int argc, char** argv) {
+  // From the start: a Ctrl-C while LibTorch or a plugin loads is exit 3 too.
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   // The LibTorch adapters (attncheck_torch.so) and any other built-in
   // module; one that cannot be loaded is said, and the rest goes on.
   for (const std::string& problem : load_builtin_modules()) {

@@ -296,6 +296,7 @@ enum Reply : uint8_t {
   kForked = 5,      // the implementation forked during the call
   kDescribed = 6,   // a plugin's descriptors (describe mode)
   kInputError = 7,  // the plugin could not be loaded (describe mode)
+  kReady = 8,       // the worker has built its implementation
 };
 
 // argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode,
@@ -468,6 +469,11 @@ int run_worker(int argc, char** argv) {
       _exit(0);
     }
     const auto impl = build(mode, name, path);
+    // Started: the time limits of calls count from here, not from the
+    // program's start (a sanitizer's, LibTorch's) or the plugin's loading.
+    Writer ready;
+    ready.put<uint8_t>(kReady);
+    reply(kWorkerFd, ready);
     if (!impl) {
       // Answers every request with the reason.
       for (;;) {
@@ -631,9 +637,10 @@ struct CallLimits {
   double wall_ms;  // wall time, or 0 for the blocked rule of the CPU limit
 };
 
-// Sends one request and waits for the reply (its sender's pid checked and
+// Sends one request (none when `request` is null: a message the worker
+// sends of itself) and waits for the reply (its sender's pid checked and
 // removed) within the limits; a death instead of a reply.
-std::variant<std::string, Death> exchange(Worker& worker, const std::string& request,
+std::variant<std::string, Death> exchange(Worker& worker, const std::string* request,
                                           CallLimits limits, const char* what) {
   const double cpu_start = worker.cpu_ms();
   const auto wall_start = std::chrono::steady_clock::now();
@@ -649,7 +656,7 @@ std::variant<std::string, Death> exchange(Worker& worker, const std::string& req
                                            "(a hang, or raise --timeout-ms)",
                                            what, why)};
   };
-  if (!send_frame(worker.fd(), request)) return died();
+  if (request && !send_frame(worker.fd(), *request)) return died();
   std::string buf;
   uint64_t need = sizeof(uint64_t);
   bool have_header = false;
@@ -822,11 +829,32 @@ class IsolatedImpl : public IsolatedImplementation {
     throw std::runtime_error(what);
   }
 
+  // Starts the worker and waits until it has built the implementation,
+  // within kWallTimeoutFactor x the CPU limit of wall time (as a plugin's
+  // loading), so that its start-up never counts against a call's limit.
+  void start_worker(const char* what, double cpu_limit) const {
+    worker_.start(mode_, info_.name, path_);
+    auto result = exchange(worker_, nullptr, {0, kWallTimeoutFactor * cpu_limit}, "start-up");
+    std::string why;
+    if (const auto* death = std::get_if<Death>(&result)) {
+      if (death->kind == Death::Kind::cancelled) throw Cancelled();
+      why = death->message;
+    } else if (Reader r(std::get<std::string>(result)); r.get<uint8_t>() != kReady) {
+      worker_.stop();
+      why = "the worker's first message was not its start";
+    } else {
+      return;
+    }
+    ++crashes_;
+    last_death_hung_ = false;
+    throw ImplementationDied(fmt::format("the worker could not start for {}: {}", what, why));
+  }
+
   std::string call(const std::string& request, const char* what) const {
     if (cancel_requested()) throw Cancelled();
-    if (!worker_.running()) worker_.start(mode_, info_.name, path_);
     const double cpu = static_cast<double>(options_.timeout_ms);
-    auto result = exchange(worker_, request, {cpu, 0}, what);
+    if (!worker_.running()) start_worker(what, cpu);
+    auto result = exchange(worker_, &request, {cpu, 0}, what);
     if (auto* reply = std::get_if<std::string>(&result)) return std::move(*reply);
     const Death& death = std::get<Death>(result);
     if (death.kind == Death::Kind::cancelled) throw Cancelled();
@@ -877,7 +905,7 @@ std::vector<std::shared_ptr<const Implementation>> describe_plugin(const std::st
   Worker worker;
   worker.start("describe", "", path);
   const auto limit = static_cast<double>(kWallTimeoutFactor * options.timeout_ms);
-  auto result = exchange(worker, "", {0, limit}, "loading");
+  auto result = exchange(worker, nullptr, {0, limit}, "loading");
   if (auto* death = std::get_if<Death>(&result)) {
     if (death->kind == Death::Kind::cancelled) throw Cancelled();
     throw InputError(fmt::format(

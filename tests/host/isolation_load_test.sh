@@ -62,7 +62,13 @@ hostile=$dir/libplugin_hostile.so
   --property MatchesOracle --property RowSumsToOne --timeout-ms 100000 --report int.json \
   >int.txt 2>int.err &
 pid=$!
-sleep 4
+# Interrupted while the hanging call waits: once its worker runs (harness
+# start-up takes seconds on a loaded machine), and a moment more.
+for _ in $(seq 600); do
+  [[ -n "$(survivors "$hostile")" ]] && break
+  sleep 0.1
+done
+sleep 2
 kill -INT $pid
 start=$SECONDS
 wait $pid
