@@ -25,25 +25,35 @@ fail() {
 has() {
   grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -30; }
 }
-# Worker processes (and copies of them) still running for the plugin $1.
-survivors() { pgrep -f -- "--attncheck-worker .*$1" || true; }
+# Worker processes (and copies of them) of the attncheck whose pid is $1
+# still running: a worker's command line names its harness's pid (other
+# tests may run workers of the same plugins at the same time).
+survivors() { pgrep -f -- "--attncheck-worker $1 " || true; }
+# run OUT ERR ARGS...: attncheck in the background, its pid in $last, then
+# waited for; its exit code in $code.
+run() {
+  local out=$1 err=$2
+  shift 2
+  "$bin" "$@" >"$out" 2>"$err" &
+  last=$!
+  wait $last
+  code=$?
+}
 
 # ---- A plugin that forks ----
-"$bin" check --plugin "$forker" --property MatchesOracle --cases 20 --save-failures saved \
-  >fork.txt 2>fork.err
-code=$?
+run fork.txt fork.err check --plugin "$forker" --property MatchesOracle --cases 20 \
+  --save-failures saved
 [[ $code -eq 1 ]] || fail "forker: exit $code, expected 1"
 has fork.txt 'forked' "the fork is reported"
 [[ $(grep -c ' passed, .* failed' fork.txt) -eq 1 ]] || fail "forker: not exactly one summary"
 sleep 0.5
-[[ -z "$(survivors "$forker")" ]] || fail "processes of the forker outlived the run: $(survivors "$forker")"
+[[ -z "$(survivors $last)" ]] || fail "processes of the forker outlived the run: $(survivors $last)"
 
 # ---- Plugins that misbehave while loading ----
 for mode in exit_in_constructor exit_in_impls crash hang; do
   plugin=$dir/libplugin_load_$mode.so
   start=$SECONDS
-  "$bin" check --plugin "$plugin" --timeout-ms 300 >load.txt 2>load.err
-  code=$?
+  run load.txt load.err check --plugin "$plugin" --timeout-ms 300
   [[ $code -eq 2 ]] || fail "load $mode: exit $code, expected 2"
   # attncheck's own lines: a sanitizer build's worker prints its SEGV report
   # on the shared stderr too.
@@ -53,7 +63,7 @@ for mode in exit_in_constructor exit_in_impls crash hang; do
   }
   has load.err "$plugin: the plugin .*while loading" "load $mode names the plugin"
   ((SECONDS - start < 30)) || fail "load $mode took $((SECONDS - start)) s"
-  [[ -z "$(survivors "$plugin")" ]] || fail "load $mode left processes behind"
+  [[ -z "$(survivors $last)" ]] || fail "load $mode left processes behind"
 done
 
 # ---- SIGINT while a call hangs ----
@@ -65,7 +75,7 @@ pid=$!
 # Interrupted while the hanging call waits: once its worker runs (harness
 # start-up takes seconds on a loaded machine), and a moment more.
 for _ in $(seq 600); do
-  [[ -n "$(survivors "$hostile")" ]] && break
+  [[ -n "$(survivors $pid)" ]] && break
   sleep 0.1
 done
 sleep 2
@@ -79,19 +89,18 @@ has int.txt '^not-run' "the interrupted property is not-run"
 [[ -f int.json ]] || fail "no report after the interrupt"
 grep -q '"not-run"' int.json || fail "the report has no not-run result"
 sleep 0.5
-[[ -z "$(survivors "$hostile")" ]] || fail "workers outlived the interrupted run"
+[[ -z "$(survivors $pid)" ]] || fail "workers outlived the interrupted run"
 
 # ---- A plugin that hangs on every call: bounded ----
 start=$SECONDS
-"$bin" check --plugin "$hostile" --impl blocks_on_two_queries --timeout-ms 200 \
-  --report hang.json >hang.txt 2>hang.err
-code=$?
+run hang.txt hang.err check --plugin "$hostile" --impl blocks_on_two_queries --timeout-ms 200 \
+  --report hang.json
 [[ $code -eq 1 ]] || fail "hanging check: exit $code, expected 1"
 grep -q '^passed' hang.txt && fail "a property of the hanging plugin passed"
 has hang.txt 'hangs on the smallest problem' "later properties are not called again"
 echo "hanging plugin: whole check in $((SECONDS - start)) s"
 sleep 0.5
-[[ -z "$(survivors "$hostile")" ]] || fail "workers outlived the hanging run"
+[[ -z "$(survivors $last)" ]] || fail "workers outlived the hanging run"
 
 if ((failures)); then
   echo "$failures check(s) failed"
