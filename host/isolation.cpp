@@ -433,6 +433,21 @@ Writer answer(const Implementation& impl, const std::string& request) {
   }
 }
 
+// What a worker serves when it cannot build the implementation it was
+// started for: every call fails with the reason.
+class Missing final : public Implementation {
+ public:
+  explicit Missing(const std::string& name)
+      : why_(fmt::format("the worker has no implementation '{}'", name)) {}
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem&) const override { throw std::runtime_error(why_); }
+  BackwardResult backward(const Problem&) const override { throw std::runtime_error(why_); }
+
+ private:
+  std::string why_;
+  ImplInfo info_;
+};
+
 // The implementation a worker serves: a built-in from the registry, or one
 // of a plugin's descriptors.
 std::shared_ptr<const Implementation> build(const std::string& mode, const std::string& name,
@@ -474,20 +489,10 @@ int run_worker(int argc, char** argv) {
     Writer ready;
     ready.put<uint8_t>(kReady);
     reply(kWorkerFd, ready);
-    if (!impl) {
-      // Answers every request with the reason.
-      for (;;) {
-        uint64_t n = 0;
-        if (!read_exact(kWorkerFd, reinterpret_cast<char*>(&n), sizeof n) || n > kMaxFrameBytes) {
-          _exit(0);
-        }
-        std::string request(n, '\0');
-        if (!read_exact(kWorkerFd, request.data(), n)) _exit(0);
-        reply(kWorkerFd, error_reply(kThrew, fmt::format("the worker has no implementation '{}'",
-                                                         name)));
-      }
-    }
-    serve(kWorkerFd, *impl);
+    // No such implementation here: serve one whose every call says so,
+    // through the same loop.
+    const Missing missing(name);
+    serve(kWorkerFd, impl ? static_cast<const Implementation&>(*impl) : missing);
   } catch (...) {
     _exit(4);
   }
