@@ -63,7 +63,7 @@ struct CheckOptions {
   std::string dtype, profile = "ci", shard, report, junit, save_failures = "attncheck-failures";
   int cases = 0;
   std::string seed;
-  bool strict = false, no_isolation = false;
+  bool strict = false, no_isolation = false, no_real_sizes = false;
   int64_t timeout_ms = kDefaultCallTimeoutMs;
 };
 
@@ -255,6 +255,7 @@ int check_command(const CheckOptions& opt) {
   }
   config.run.cases = opt.cases;
   config.run.strict = opt.strict;
+  config.run.real_sizes = !opt.no_real_sizes;
   if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
   config.run.save_failures_dir = opt.save_failures;
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
@@ -346,6 +347,8 @@ int run_cli(int argc, char** argv) {
   check->add_option("--profile", opt.profile, "ci (default) or thorough")->check(kNonEmpty);
   check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards")->check(kNonEmpty);
   check->add_flag("--strict", opt.strict, "NaN at masked keys, not only large values");
+  check->add_flag("--no-real-sizes", opt.no_real_sizes,
+                  "small problems only: skip the real-size phase (SPEC 3)");
   check->add_option("--timeout-ms", opt.timeout_ms,
                     fmt::format("per-call limit of CPU time of an isolated implementation "
                                 "(default {}; a call blocked for {} times as long in wall time "

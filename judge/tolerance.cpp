@@ -59,9 +59,19 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
   const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);
 
   std::vector<double> D(static_cast<size_t>(p.tk));
+  std::vector<int64_t> keys;
+  std::vector<double> a_row, aD_row;
+  std::vector<double> vt;  // V of the K/V head, transposed: [d][j]
+  int64_t vt_of = -1;
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
+      if (vt_of != b * p.kv_heads + g) {
+        vt.resize(static_cast<size_t>(p.dv * p.tk));
+        for (int64_t j = 0; j < p.tk; ++j)
+          for (int64_t d = 0; d < p.dv; ++d) vt[static_cast<size_t>(d * p.tk + j)] = p.v.at(b, g, j, d);
+        vt_of = b * p.kv_heads + g;
+      }
       for (int64_t i = 0; i < p.tq; ++i) {
         const size_t row = row_index(p, b, h, i);
         if (o.row_empty[row]) continue;  // exact zeros are compared exactly
@@ -110,15 +120,25 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           continue;
         }
 
+        // The row's allowed keys, their weights and a_j D_j, gathered once:
+        // at real sizes this loop is the tolerance's cost.
+        keys.clear();
+        a_row.clear();
+        aD_row.clear();
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const double a = o.weights[weight_index(p, b, h, i, j)];
+          keys.push_back(j);
+          a_row.push_back(a);
+          aD_row.push_back(a * D[static_cast<size_t>(j)]);
+        }
         for (int64_t d = 0; d < p.dv; ++d) {
           const double c = o.out[out_index(p, b, h, i, d)];
           double A = 0, spread = 0, sum_abs_v = 0;
-          for (int64_t j = 0; j < p.tk; ++j) {
-            if (!p.allowed(b, h, i, j)) continue;
-            const double a = o.weights[weight_index(p, b, h, i, j)];
-            const double vj = p.v.at(b, g, j, d);
-            A += a * std::fabs(vj);
-            spread += a * D[static_cast<size_t>(j)] * std::fabs(vj - c);
+          for (size_t x = 0; x < keys.size(); ++x) {
+            const double vj = vt[static_cast<size_t>(d * p.tk + keys[x])];
+            A += a_row[x] * std::fabs(vj);
+            spread += aD_row[x] * std::fabs(vj - c);
             sum_abs_v += std::fabs(vj);
           }
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:

@@ -23,6 +23,10 @@ inline size_t kv_index(const Problem& p, int64_t b, int64_t g, int64_t j,
   return static_cast<size_t>(((b * p.kv_heads + g) * p.tk + j) * n + c);
 }
 
+/// Throws InputError naming the first NaN or infinity that reaches the
+/// result (an input some row can see); values no row can see are allowed.
+void check_finite_inputs(const Problem& p);
+
 /// Double-double fast path for the K/V group (b, g): fills every value of
 /// the group and the diagnostic fields, marking as decided each value whose
 /// rigorous error bound proves its rounding. Returns false, touching

@@ -27,7 +27,7 @@
 #include "internal.h"
 
 namespace attncheck {
-namespace {
+namespace oracle_detail {
 
 // The exact result is a function of finite reals: a NaN or an infinity
 // where it reaches some row (q of a row with an allowed key, k and v at a
@@ -78,10 +78,14 @@ void check_finite_inputs(const Problem& p) {
   if (!std::isfinite(p.scale)) throw InputError(fmt::format("scale is {}: it must be finite", p.scale));
 }
 
-}  // namespace
+}  // namespace oracle_detail
+
+const char* tier_name(OracleResult::Tier t) {
+  return t == OracleResult::Tier::enclosure ? "enclosure" : "certified";
+}
 
 OracleResult oracle(const Problem& p) {
-  check_finite_inputs(p);
+  oracle_detail::check_finite_inputs(p);
   using oracle_detail::Decided;
   OracleResult r;
   const size_t rows = static_cast<size_t>(p.batch * p.heads * p.tq);

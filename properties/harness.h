@@ -39,8 +39,15 @@ class CaseContext {
   const ImplInfo& info() const { return impl_.info(); }
   DType dtype() const { return dtype_; }
   const RunConfig& config() const { return config_; }
-  /// The generator spec of the implementation in this dtype and profile.
-  gen::GenSpec spec() const { return gen::spec_for(info(), dtype_, config_.profile); }
+  /// The generator spec of the implementation in this dtype and profile
+  /// (at the real-size phase's current shape, when one is set).
+  gen::GenSpec spec() const {
+    gen::GenSpec s = gen::spec_for(info(), dtype_, config_.profile);
+    s.size = size_;
+    return s;
+  }
+  /// Sets (or clears) the real-size shape problems are drawn at.
+  void set_size(std::optional<gen::SizeShape> s) { size_ = std::move(s); }
 
   /// Starts judging `c`; a failure records it as the counterexample.
   void begin(const Case& c) { current_ = &c; }
@@ -52,9 +59,11 @@ class CaseContext {
   /// Like call(), and a reported error is a failure too.
   ForwardResult call_ok(const Problem& p);
 
-  /// The oracle and tolerances of p; discards the case when any row is
+  /// The reference and tolerances of p; discards the case when any row is
   /// ill-conditioned (SPEC 4: counted, never passed) or the oracle could
-  /// not certify a value.
+  /// not certify a value. At real sizes the reference is the enclosure
+  /// (oracle.h: enclose()) where it applies and is at most 1/100 of every
+  /// tolerance wide, else the certified oracle.
   std::pair<OracleResult, Tolerances> reference(const Problem& p);
 
   /// Fails the case when the comparison failed, else records its budget.
@@ -89,6 +98,8 @@ class CaseContext {
   DType dtype_;
   const RunConfig& config_;
   const Case* current_ = nullptr;
+  std::optional<gen::SizeShape> size_;
+  OracleResult::Tier last_tier_ = OracleResult::Tier::certified;
   std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
 };
 
@@ -107,7 +118,22 @@ using ValidateArgsFn = std::function<void(const Fixture&)>;
 /// `validate_args` (when given) accepted its args.
 PropertyDef case_property(std::string name, std::string statement, int default_cases,
                           SkipFn skip, DrawFn draw, JudgeFn judge,
-                          ValidateArgsFn validate_args = {});
+                          ValidateArgsFn validate_args = {}, AtSize at_size = AtSize::no);
+
+/// What the real-size phase (real_sizes.cpp) found.
+struct SizePhase {
+  bool failed = false;
+  int cases = 0;      ///< shapes judged
+  int discarded = 0;  ///< shapes whose case was discarded
+  std::string found;  ///< on failure: the shape it was found at, and the search
+};
+
+/// After the small problems passed: the property's real-size shapes, each
+/// one case drawn and judged (no RapidCheck shrinking); a failure is
+/// shrunk by searching the smallest failing length, head dims, heads and
+/// batch (SPEC 3), and left in ctx as the counterexample.
+SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContext& ctx,
+                         const DrawFn& draw, const JudgeFn& judge, uint64_t seed);
 
 /// Never skips.
 std::optional<std::string> always_applies(const ImplInfo&, DType);

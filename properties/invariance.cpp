@@ -173,7 +173,7 @@ PropertyDef permutation_property() {
                        "without causal mask or window: permuting queries permutes outputs; "
                        "permuting keys and values together leaves them unchanged",
                        100, always_applies, draw_permutation, judge_permutation,
-                       validate_permutation);
+                       validate_permutation, AtSize::some);
 }
 
 PropertyDef key_translation_property() {
@@ -182,7 +182,8 @@ PropertyDef key_translation_property() {
                        100, always_applies, draw_translation, judge_translation,
                        [](const Fixture& f) {
                          ArgsCheck(f.args, f.problem).finite_numbers("w", f.problem.dk);
-                       });
+                       },
+                       AtSize::some);
 }
 
 PropertyDef layout_property() {
@@ -193,7 +194,8 @@ PropertyDef layout_property() {
                        draw_layout, judge_layout, [](const Fixture& f) {
                          ArgsCheck(f.args, f.problem).one_of("layout",
                                                              {"contiguous", "bthd", "padded"});
-                       });
+                       },
+                       AtSize::some);
 }
 
 PropertyDef determinism_property() {
@@ -202,7 +204,7 @@ PropertyDef determinism_property() {
                        "for NONDETERMINISTIC implementations)",
                        100, always_applies,
                        [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
-                       judge_determinism);
+                       judge_determinism, {}, AtSize::some);
 }
 
 }  // namespace attncheck

@@ -190,7 +190,7 @@ PropertyDef causal_prefix_property() {
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
-      judge_causal, validate_row);
+      judge_causal, validate_row, AtSize::some);
 }
 
 PropertyDef window_property() {
@@ -204,14 +204,14 @@ PropertyDef window_property() {
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },
-      judge_window, validate_row);
+      judge_window, validate_row, AtSize::some);
 }
 
 PropertyDef batch_head_property() {
   return case_property("BatchHeadIndependence",
                        "changing one batch entry, or one K/V head with its query heads, "
                        "changes no other slice's output (bitwise)",
-                       100, always_applies, draw_slice, judge_slice, validate_slice);
+                       100, always_applies, draw_slice, judge_slice, validate_slice, AtSize::some);
 }
 
 PropertyDef gqa_property() {
@@ -223,7 +223,7 @@ PropertyDef gqa_property() {
                          spec.require_gqa = true;
                          return Case{*gen::problem(spec)};
                        },
-                       judge_gqa);
+                       judge_gqa, {}, AtSize::some);
 }
 
 }  // namespace attncheck

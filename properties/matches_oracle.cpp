@@ -72,7 +72,7 @@ PropertyDef matches_oracle_property() {
       "MatchesOracle",
       "o, and a / lse where returned, are within the SPEC 4 tolerance of the oracle's", 100,
       always_applies, [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
-      judge_against_oracle);
+      judge_against_oracle, {}, AtSize::all);
 }
 
 PropertyDef extreme_scores_property() {

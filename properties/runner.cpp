@@ -95,7 +95,41 @@ ForwardResult CaseContext::call_ok(const Problem& p) {
   return r;
 }
 
+namespace {
+
+// Problems from this cost (SizeShape::cost's units) up are referenced by
+// the enclosure where it applies: below it the certified oracle is cheap
+// (the small generator stays under 2^17: 4 x 4 x 19 x 19 x 18).
+constexpr int64_t kEnclosureFrom = int64_t{1} << 16;
+
+// SPEC 4: an enclosure judges only when it is at most 1/100 of every
+// tolerance it is compared with wide.
+bool narrow_enough(const OracleResult& e, const Tolerances& t) {
+  const auto fits = [](const std::vector<double>& radius, const std::vector<double>& tol) {
+    for (size_t k = 0; k < radius.size(); ++k)
+      if (radius[k] > 0 && !(radius[k] * 100 <= tol[k])) return false;
+    return true;
+  };
+  return fits(e.out_radius, t.out) && fits(e.weights_radius, t.weights) &&
+         fits(e.lse_radius, t.lse);
+}
+
+}  // namespace
+
 std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
+  // The enclosure's width is a few dk units of double roundoff: too wide
+  // for implementations that accumulate in f64 themselves.
+  if (p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom && info().precision.accum != DType::f64 &&
+      !enclosure_unsupported(p)) {
+    OracleResult e = enclose(p);
+    Tolerances t = tolerances(p, e, info().precision);
+    if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
+    if (narrow_enough(e, t)) {
+      last_tier_ = OracleResult::Tier::enclosure;
+      return {std::move(e), std::move(t)};
+    }
+  }
+  last_tier_ = OracleResult::Tier::certified;
   OracleResult o = oracle(p);
   if (!o.uncertified.empty()) discard("oracle could not certify a value");
   Tolerances t = tolerances(p, o, info().precision);
@@ -108,8 +142,12 @@ void CaseContext::expect(const Comparison& c, const std::string& what) {
     passed(c.max_budget_used);
     return;
   }
-  fail(fmt::format("{}: {} of {} elements out of tolerance; worst: {}\n{}", what, c.failed,
-                   c.checked, c.worst.describe(), c.describe_failures()));
+  fail(fmt::format("{}: {} of {} elements out of tolerance; worst: {}\n{}{}", what, c.failed,
+                   c.checked, c.worst.describe(), c.describe_failures(),
+                   last_tier_ == OracleResult::Tier::enclosure
+                       ? "  (reference: the enclosure tier of SPEC 4; expected +- radius "
+                         "contains the exact value)\n"
+                       : ""));
 }
 
 void CaseContext::fail(const std::string& message) { fail(message, false); }
@@ -217,17 +255,23 @@ std::string judgement_options(const RunConfig& config) {
   if (config.profile != Profile::ci) options += fmt::format(" --profile {}", profile_name(config.profile));
   if (config.cases > 0) options += fmt::format(" --cases {}", config.cases);
   if (config.timeout_ms > 0) options += fmt::format(" --timeout-ms {}", config.timeout_ms);
+  if (!config.real_sizes) options += " --no-real-sizes";
   return options;
 }
+
+// report_failure's reproduce value for a failure of the real-size phase.
+constexpr const char* kWholeRun = "\x01whole run";
 
 // The failure report of SPEC 2 and the fixture, for a failed case.
 void report_failure(const PropertyDef& prop, const Implementation& impl, DType dtype,
                     const RunConfig& config, const CaseContext& ctx,
-                    const std::string& reproduce, int passing, PropertyOutcome& out) {
+                    const std::string& reproduce, int passing, PropertyOutcome& out,
+                    const std::string& found = {}) {
   out.status = PropertyStatus::failed;
   std::ostringstream report;
   report << fmt::format("FAILED {} on {} ({})\n", prop.name, impl.info().name,
                         dtype_name(dtype));
+  report << found;
   report << "  " << ctx.failure_message;
   if (!ctx.failure_message.ends_with('\n')) report << "\n";
   if (ctx.failed_case) {
@@ -276,7 +320,14 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   // A plugin's implementations are found only with the plugin loaded.
   const std::string plugin =
       impl.info().origin.empty() ? "" : fmt::format(" --plugin {}", impl.info().origin);
-  if (!reproduce.empty()) {
+  if (reproduce == kWholeRun) {
+    // A real-size failure: the seed replays the whole run, size phase and
+    // search included (RapidCheck's reproduce map covers small cases only).
+    report << fmt::format("  reproduce: attncheck check{} --impl {} --property {} --dtype {} "
+                          "--seed {}{}\n",
+                          plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
+                          judgement_options(config));
+  } else if (!reproduce.empty()) {
     report << fmt::format(
         "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
         "--seed {}{}\n",
@@ -291,7 +342,8 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
 }
 
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
-                          const RunConfig& config, const DrawFn& draw, const JudgeFn& judge) {
+                          const RunConfig& config, const DrawFn& draw, const JudgeFn& judge,
+                          AtSize at_size) {
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
 
@@ -330,6 +382,26 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       out.status = PropertyStatus::unsupported;
       out.message = fmt::format("{} cases judged, {} discarded ({}): mostly discarded, not passed",
                                 ctx.cases, ctx.discarded, discard_summary(ctx));
+    } else if (at_size != AtSize::no && config.real_sizes) {
+      const int small_cases = ctx.cases;
+      const int small_discarded = ctx.discarded;
+      const double small_budget = ctx.max_budget_used;
+      const SizePhase sizes = run_real_sizes(prop.name, at_size, ctx, draw, judge, params.seed);
+      out.cases = ctx.cases;
+      out.discarded = ctx.discarded;
+      out.max_budget_used = ctx.max_budget_used;
+      if (sizes.failed) {
+        report_failure(prop, impl, dtype, config, ctx, kWholeRun, small_cases + sizes.cases, out,
+                       sizes.found);
+      } else {
+        out.status = PropertyStatus::passed;
+        out.message = fmt::format(
+            "{} cases, max budget used {:.3g}; real sizes: {} shapes{}, max budget used {:.3g}{}",
+            small_cases, small_budget, sizes.cases,
+            sizes.discarded ? fmt::format(" ({} discarded)", sizes.discarded) : "",
+            ctx.max_budget_used,
+            small_discarded ? ", discarded: " + discard_summary(ctx) : "");
+      }
     } else {
       out.status = PropertyStatus::passed;
       out.message = fmt::format("{} cases, max budget used {:.3g}{}", ctx.cases,
@@ -357,13 +429,14 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
 }  // namespace
 
 PropertyDef case_property(std::string name, std::string statement, int default_cases,
-                          SkipFn skip, DrawFn draw, JudgeFn judge, ValidateArgsFn validate_args) {
+                          SkipFn skip, DrawFn draw, JudgeFn judge, ValidateArgsFn validate_args,
+                          AtSize at_size) {
   PropertyDef d{std::move(name), std::move(statement), default_cases, std::move(skip), {}, {},
-                std::move(validate_args)};
-  const PropertyDef header{d.name, d.statement, d.default_cases, {}, {}, {}, {}};
+                std::move(validate_args), at_size};
+  const PropertyDef header{d.name, d.statement, d.default_cases, {}, {}, {}, {}, at_size};
   d.run = [header, draw, judge](const Implementation& impl, DType dtype,
                                 const RunConfig& config) {
-    return run_cases(header, impl, dtype, config, draw, judge);
+    return run_cases(header, impl, dtype, config, draw, judge, header.at_size);
   };
   d.replay = [header, judge](const Implementation& impl, const Fixture& f,
                              const RunConfig& config) {

@@ -109,7 +109,7 @@ void judge_linearity(CaseContext& ctx, const Case& c) {
 PropertyDef constant_values_property() {
   return case_property("ConstantValuesReproduced",
                        "if every allowed v_j equals v then o_i = v within tolerance", 100,
-                       always_applies, draw_constant, judge_constant);
+                       always_applies, draw_constant, judge_constant, {}, AtSize::some);
 }
 
 PropertyDef convex_hull_property() {
@@ -117,7 +117,7 @@ PropertyDef convex_hull_property() {
       "OutputInConvexHull",
       "each o_i[d] lies within [min, max] of the allowed v_j[d], widened by its own tolerance",
       100, always_applies, [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
-      judge_convex_hull);
+      judge_convex_hull, {}, AtSize::some);
 }
 
 PropertyDef value_linearity_property() {
@@ -129,7 +129,8 @@ PropertyDef value_linearity_property() {
                          a.finite_number("a");
                          a.finite_number("b");
                          a.string("v2");
-                       });
+                       },
+                       AtSize::some);
 }
 
 }  // namespace attncheck

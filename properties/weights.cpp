@@ -113,7 +113,8 @@ PropertyDef row_sums_property() {
       "every non-empty row: 0 <= a_ij <= 1 and sum_j a_ij = 1 within the sum of the "
       "weights' tolerances",
       100, [](const ImplInfo& info, DType) { return needs_weights(info); },
-      [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; }, judge_row_sums);
+      [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; }, judge_row_sums, {},
+      AtSize::some);
 }
 
 PropertyDef masked_weights_property() {
@@ -121,7 +122,8 @@ PropertyDef masked_weights_property() {
                        "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
                        "output bitwise unchanged",
                        100, always_applies, draw_masked, judge_masked,
-                       [](const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); });
+                       [](const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); },
+                       AtSize::some);
 }
 
 }  // namespace attncheck

@@ -20,9 +20,13 @@ struct ElementCheck {
   std::string array;             ///< "out", "weights", "lse", ...
   std::vector<int64_t> index;    ///< [b, h, i, d] or [b, h, i]
   double expected = 0, got = 0;
-  double error = 0;              ///< |got - expected| (inf for NaN)
+  double error = 0;              ///< |got - expected| + radius (inf for NaN)
   double tolerance = 0;
   double budget_used = 0;        ///< error / tolerance (inf past an exact 0)
+  /// The exact value lies within expected +- radius (an enclosure, SPEC 4);
+  /// 0 when expected is exact or correctly rounded. Last, so that the
+  /// aggregate initialisations of the fields above stay as they were.
+  double radius = 0;
 
   /// "out[0,1,2,0] expected 1.5 got 1.25 error 0.25 tolerance 1e-15 budget used 2.5e+14"
   std::string describe() const;
@@ -43,9 +47,13 @@ struct Comparison {
   /// skip[k] == 0 (skip may be empty). `shape` gives the array's dims, for
   /// the printed index. Exactly equal values always pass (so -inf = -inf and
   /// exact zeros with a zero tolerance); NaN never does.
+  /// `radius` (may be empty): expected is an enclosure's midpoint, the
+  /// exact value within radius[k] of it; the error charged is then
+  /// max(|got - lo|, |got - hi|) = |got - expected| + radius[k].
   void add(const std::string& array, const std::vector<int64_t>& shape,
            const std::vector<double>& got, const std::vector<double>& expected,
-           const std::vector<double>& tol, const std::vector<uint8_t>& skip = {});
+           const std::vector<double>& tol, const std::vector<uint8_t>& skip = {},
+           const std::vector<double>& radius = {});
 
   /// One element, for properties that compare derived values.
   void add_element(ElementCheck e);
@@ -147,7 +155,20 @@ using RowFilter = std::function<bool(int64_t b, int64_t h, int64_t i)>;
 void compare_array(Comparison& c, ArrayKind kind, const Problem& p,
                    const std::vector<double>& expected, const std::vector<double>& got,
                    const std::vector<double>& tol, CompareMode mode, std::string_view what = {},
-                   const RowFilter& rows = {});
+                   const RowFilter& rows = {}, const std::vector<double>& radius = {});
+
+/// The enclosure radii of an oracle result's kind (empty for the certified
+/// oracle, and for anything that is not an oracle result).
+template <typename Result>
+const std::vector<double>& radius_of(const Result& r, ArrayKind kind) {
+  static const std::vector<double> kNone;
+  if constexpr (requires { r.out_radius; }) {
+    if (kind == ArrayKind::out) return r.out_radius;
+    if (kind == ArrayKind::weights) return r.weights_radius;
+    if (kind == ArrayKind::lse) return r.lse_radius;
+  }
+  return kNone;
+}
 
 /// compare_array for each of `kinds`, the arrays taken from whole results
 /// (array_of): the oneDNN benchdnn way, one call for every kind an
@@ -158,7 +179,7 @@ void compare_kinds(Comparison& c, const std::vector<ArrayKind>& kinds, const Pro
                    std::string_view what = {}) {
   for (ArrayKind kind : kinds) {
     compare_array(c, kind, p, array_of(expected, kind), array_of(got, kind), array_of(tol, kind),
-                  mode, what);
+                  mode, what, {}, radius_of(expected, kind));
   }
 }
 

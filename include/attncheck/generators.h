@@ -3,6 +3,7 @@
 // dtypes and limits (SPEC section 3), for RapidCheck.
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -15,6 +16,24 @@
 
 namespace attncheck::gen {
 
+/// A real-size shape (SPEC 3 "Real sizes"): the dims of a problem and the
+/// structure that matters at size. Values are drawn from one seed, each
+/// element a function of the seed and its position, so a shorter tk or a
+/// smaller dk keeps the other elements' values (the size search relies on
+/// it).
+struct SizeShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, tq = 1, tk = 1, dk = 1, dv = 1;
+  bool causal = false;
+  Align align = Align::top_left;
+  bool key_padding = false;  ///< a padded tail of keys per batch
+  std::string label;         ///< what the shape is for ("tk 4097 decode, padded")
+
+  /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.
+  int64_t cost() const { return batch * heads * tq * tk * (dk + dv); }
+  /// "B 1 H 8/2 tq 1 tk 4097 dk 128 dv 128 causal bottom-right padded".
+  std::string describe() const;
+};
+
 /// What a generated problem may use.
 struct GenSpec {
   DType dtype = DType::f64;
@@ -26,6 +45,9 @@ struct GenSpec {
   bool require_causal = false;  ///< always causal (needs FEATURE_CAUSAL)
   bool require_window = false;  ///< always windowed (needs FEATURE_WINDOW)
   bool require_gqa = false;     ///< kv_heads < heads (needs FEATURE_GQA)
+  /// When set, problem() draws exactly this shape (within the features and
+  /// the require_* above) with seeded values: the real-size phase.
+  std::optional<SizeShape> size;
 };
 
 /// Memory layouts a strided problem can take.
@@ -67,6 +89,41 @@ class CoverageScope {
 /// The spec for an implementation in a dtype, with larger sizes under the
 /// thorough profile.
 GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile);
+
+/// The lengths real kernels branch at: 1..16 and 2^k - 1, 2^k, 2^k + 1 for
+/// k = 4..14, ascending. The size search reports a failing length n with
+/// n - 1 and every grid length below n passing.
+std::vector<int64_t> length_grid();
+
+/// Head dims real kernels specialise: 1..8 and 16, 32, 40, 48, 59, 64,
+/// 72, 80, 96, 111, 112, 128, 160, 192, 256, ascending.
+std::vector<int64_t> head_dim_grid();
+
+/// The cost cap of one real-size case under a profile (SPEC 3), in the
+/// units of SizeShape::cost times the reference's weight (see fit_shape).
+int64_t size_cost_cap(Profile profile);
+
+/// The reference's cost per unit of SizeShape::cost, relative to the
+/// enclosure's (1): the certified oracle judges f64 implementations (the
+/// enclosure is too wide for them, SPEC 4) and costs this much more.
+int64_t reference_weight(const ImplInfo& info);
+
+/// The shape fitted to the spec: inside the implementation's limits and
+/// features (dims clamped and rounded to the allowed multiples, GQA,
+/// causal and padding dropped where not declared), then shrunk until
+/// cost() * reference_weight is within `cap`: batch first, then heads, tq,
+/// dv and dk, tk last (never discarded).
+SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t reference_weight);
+
+/// The profile's fixed real-size shapes (SPEC 3's CI minimum: tk 63, 64,
+/// 65, 257, 1025, 4097; dk 59, 128, 256, 192 with dv 128; GQA 8/2 and
+/// 12/4; decode with key padding; chunked prefill bottom-right), unfitted.
+std::vector<SizeShape> fixed_real_shapes(Profile profile);
+
+/// A random real-size shape (lengths from the grid or arbitrary up to 4096
+/// under ci, 16384 under thorough; real head dims and head configurations;
+/// batch up to 3; decode and chunked prefill among them), unfitted.
+SizeShape random_real_shape(Profile profile, uint64_t seed);
 
 /// A problem with at least one allowed key in every row. Dims shrink
 /// towards 1, values towards 0 and small integers, masks towards none.

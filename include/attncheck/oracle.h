@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,21 @@ struct OracleResult {
   std::vector<double> dv;  ///< [b][kv_h][tk][dv]
   /// Values not proven correctly rounded (never guessed silently).
   std::vector<UncertifiedValue> uncertified;
+
+  /// Which reference this is (SPEC 4: reports say which tier judged).
+  /// The certified oracle leaves the radii empty: each value is the
+  /// correctly rounded result. An enclosure (enclose()) sets them: the exact
+  /// value lies within value +- radius, radius 0 where the value is exact
+  /// (masked weights, empty rows); a comparison charges |got - value| +
+  /// radius, i.e. max(|got - lo|, |got - hi|).
+  enum class Tier { certified, enclosure } tier = Tier::certified;
+  std::vector<double> out_radius;      ///< parallel to out (enclosure only)
+  std::vector<double> weights_radius;  ///< parallel to weights (enclosure only)
+  std::vector<double> lse_radius;      ///< parallel to lse (enclosure only)
 };
+
+/// "certified" or "enclosure".
+const char* tier_name(OracleResult::Tier t);
 
 /// Precision of the oracle's arithmetic, in bits (>= 128; 64 bits is not
 /// enough for long rows).
@@ -56,5 +71,26 @@ inline constexpr unsigned kOracleBits = 128;
 /// NaN or infinity reaches the result (an input some row can see: there is
 /// no exact result to report); non-finite values no row can see are fine.
 OracleResult oracle(const Problem& p);
+
+/// Why enclose() does not take p, or nullopt: it covers version 1 forward
+/// problems without a softcap (the tanh would need its own bounded
+/// implementation) and without gradients.
+std::optional<std::string> enclosure_unsupported(const Problem& p);
+
+/// SPEC 4's double tier for real sizes: out, weights and lse as intervals
+/// value +- radius proven to contain the exact result, computed per (batch,
+/// head) with BLAS-speed products (Eigen's GEMM, single-threaded) and
+/// a-priori bounds; see oracle/enclosure.cpp for the argument. The
+/// diagnostic fields the tolerances read (scores, abs_dot, row_max,
+/// row_sum, row_allowed, row_empty, empty_rows) are filled from the same
+/// computation. Requires !enclosure_unsupported(p); throws InputError like
+/// oracle() when a NaN or an infinity reaches the result.
+OracleResult enclose(const Problem& p);
+
+/// The relative error bound of the enclosure's own exp (exposed for its
+/// test): |bounded_exp(x) - e^x| <= kBoundedExpError e^x for x in
+/// [-745, 709], plus 2^-1074 absolute where the result is subnormal.
+inline constexpr double kBoundedExpError = 0x1p-40;
+double bounded_exp(double x);
 
 }  // namespace attncheck

@@ -37,6 +37,16 @@ struct RunConfig {
   /// The isolated call's time limit the run had (--timeout-ms), carried to
   /// the reproduce line and the fixture; 0 = the default (or no isolation).
   int64_t timeout_ms = 0;
+  /// Run the real-size phase (SPEC 3) after the small problems pass; off
+  /// with --no-real-sizes (carried to the reproduce line).
+  bool real_sizes = true;
+};
+
+/// How much of the real-size phase (SPEC 3) a property runs.
+enum class AtSize {
+  no,    ///< small problems only (statistical, layer and gradient properties)
+  some,  ///< a share of the profile's fixed shapes, and random draws
+  all,   ///< every fixed shape of the profile, and random draws
 };
 
 /// A property of the catalog.
@@ -58,6 +68,8 @@ struct PropertyDef {
   /// InputError "field 'args.KEY': ..."; empty when the property reads no
   /// args.
   std::function<void(const Fixture&)> validate_args;
+  /// Whether it runs at real sizes (for `list --verbose` and the README).
+  AtSize at_size = AtSize::no;
 };
 
 /// The catalog, in the order of SPEC section 2.

@@ -195,7 +195,106 @@ struct Structure {
   int64_t left = -1, right = -1;
 };
 
+// SplitMix64 of a seed and an element's position: values that do not move
+// when a dim shrinks.
+uint64_t hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
+  uint64_t x = seed;
+  for (uint64_t y : {a, b, c, d, e}) {
+    x ^= y + 0x9E3779B97F4A7C15ull + (x << 6) + (x >> 2);
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+  }
+  return x;
+}
+
+// Regimes at real sizes: those of real data (small integers, a uniform
+// grid, near-normal) and, for v, large values. Huge and one-hot regimes
+// stay with the small problems, where shrinking explains them.
+double seeded_value(Regime regime, uint64_t h, int large_exponent) {
+  const auto uniform = [](uint64_t x) { return static_cast<int>(x % 129) - 64; };  // [-64, 64]
+  switch (regime) {
+    case Regime::small_int: return static_cast<int>(h % 7) - 3;
+    case Regime::dyadic: return std::ldexp(uniform(h), -6);
+    case Regime::large: return std::ldexp(static_cast<int>(h % 7) - 3, large_exponent);
+    default: {  // normal: four uniforms
+      int s = 0;
+      for (int r = 0; r < 4; ++r) s += uniform(h >> (16 * r));
+      return std::ldexp(s, -6);
+    }
+  }
+}
+
+// A problem of exactly spec.size's shape (within the features and the
+// require_* of the spec), its values a function of one drawn seed and
+// each element's position.
+Problem draw_sized(const GenSpec& spec) {
+  SizeShape s = *spec.size;
+  const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
+  const uint64_t seed = *rc::gen::resize(100, rc::gen::arbitrary<uint64_t>());
+  if (spec.require_gqa && s.kv_heads == s.heads) {
+    if (s.heads == 1) s.heads = 2;
+    s.kv_heads = std::max<int64_t>(1, s.heads / 2);
+    while (s.heads % s.kv_heads) --s.kv_heads;
+  }
+  if (spec.require_causal) s.causal = true;
+  Problem p = Problem::zeros(spec.dtype, s.batch, s.heads, s.kv_heads, s.tq, s.tk, s.dk, s.dv);
+  p.causal = s.causal;
+  p.align = s.align;
+  if (p.causal && p.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
+    p.align = Align::top_left;
+  }
+  if (p.causal && p.align == Align::top_left && !has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) {
+    p.align = Align::bottom_right;
+  }
+  if (p.align == Align::bottom_right && p.causal && p.tq > p.tk) p.align = Align::top_left;
+  if (spec.require_window) {  // a band of about an eighth of the keys
+    p.window_left = 1 + static_cast<int64_t>(hash(seed, 9, 0, 0, 0, 0) % static_cast<uint64_t>(s.tk / 8 + 1));
+    p.window_right = static_cast<int64_t>(hash(seed, 9, 1, 0, 0, 0) % 2) ? 0 : -1;
+    if (!p.causal && p.window_right < 0) p.window_right = p.window_left;
+  }
+  if (s.key_padding) {  // each batch's tail: up to a quarter of the keys
+    p.key_valid.assign(static_cast<size_t>(s.batch * s.tk), 1);
+    for (int64_t b = 0; b < s.batch; ++b) {
+      const int64_t pad = static_cast<int64_t>(hash(seed, 8, static_cast<uint64_t>(b), 0, 0, 0) %
+                                               static_cast<uint64_t>(s.tk / 4 + 1));
+      for (int64_t j = s.tk - pad; j < s.tk; ++j) p.key_valid[static_cast<size_t>(b * s.tk + j)] = 0;
+    }
+  }
+  const double first_order = std::log2(0.01 / unit_roundoff(spec.dtype));
+  const int qk_large = static_cast<int>(std::floor(
+      (first_order - 2 - std::log2(9.0 * static_cast<double>(s.dk))) / 2));
+  const int v_large = std::min(6, std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(s.tk)));
+  constexpr Regime kQkRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int};
+  constexpr Regime kVRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int, Regime::large};
+  const auto fill = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols, bool is_v) {
+    const uint64_t r = hash(seed, id, 99, 0, 0, 0);
+    const Regime regime = is_v ? kVRegimes[r % 4] : kQkRegimes[r % 3];
+    count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
+    const int large = is_v ? v_large : std::min(qk_large, 3);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t c = 0; c < cols; ++c) {
+            const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
+                                    static_cast<uint64_t>(i), static_cast<uint64_t>(c));
+            t.at(b, h, i, c) = round_to(spec.dtype, seeded_value(regime, x, large));
+          }
+  };
+  fill(p.q, 1, s.heads, s.tq, s.dk, false);
+  fill(p.k, 2, s.kv_heads, s.tk, s.dk, false);
+  fill(p.v, 3, s.kv_heads, s.tk, s.dv, true);
+  if (coverage) {
+    ++coverage->problems;
+    count("real size");
+  }
+  repair_empty_rows(p);
+  return p;
+}
+
 Problem draw_problem(const GenSpec& spec) {
+  if (spec.size) return draw_sized(spec);
   const Features f = spec.features;
   const auto has = [f](Features bit) { return (f & bit) != 0; };
 

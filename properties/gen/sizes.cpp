@@ -1,0 +1,239 @@
+// The real-size model of SPEC 3: the fixed shapes of each profile, random
+// real-size shapes, the grids the size search walks, and fitting a shape
+// to an implementation's limits and a profile's cost cap.
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "attncheck/generators.h"
+
+namespace attncheck::gen {
+namespace {
+
+SizeShape shape(std::string label, int64_t batch, int64_t heads, int64_t kv_heads, int64_t tq,
+                int64_t tk, int64_t dk, int64_t dv) {
+  SizeShape s;
+  s.label = std::move(label);
+  s.batch = batch;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.tq = tq;
+  s.tk = tk;
+  s.dk = dk;
+  s.dv = dv;
+  return s;
+}
+
+SizeShape decode(SizeShape s) {
+  s.tq = 1;
+  s.key_padding = true;
+  return s;
+}
+
+SizeShape chunked_prefill(SizeShape s) {
+  s.causal = true;
+  s.align = Align::bottom_right;
+  return s;
+}
+
+// SplitMix64.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The largest allowed head dim <= d (or the smallest allowed one).
+int64_t allowed_dim(int64_t d, const Limits& lim) {
+  if (lim.dk_max > 0) d = std::min(d, lim.dk_max);
+  d = std::max(d, std::max<int64_t>(1, lim.dk_min));
+  if (lim.dk_multiple > 1) {
+    d = std::max(lim.dk_multiple, d / lim.dk_multiple * lim.dk_multiple);
+  }
+  return d;
+}
+
+}  // namespace
+
+std::string SizeShape::describe() const {
+  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}", batch, heads, kv_heads, tq, tk, dk,
+                     dv,
+                     causal ? (align == Align::bottom_right ? " causal bottom-right" : " causal")
+                            : "",
+                     key_padding ? " padded" : "");
+}
+
+std::vector<int64_t> length_grid() {
+  std::vector<int64_t> g;
+  for (int64_t n = 1; n <= 16; ++n) g.push_back(n);
+  for (int k = 4; k <= 14; ++k) {
+    const int64_t p = int64_t{1} << k;
+    g.insert(g.end(), {p - 1, p, p + 1});
+  }
+  std::sort(g.begin(), g.end());
+  g.erase(std::unique(g.begin(), g.end()), g.end());
+  return g;
+}
+
+std::vector<int64_t> head_dim_grid() {
+  return {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 40, 48, 59, 64, 72, 80, 96, 111, 112, 128, 160, 192, 256};
+}
+
+// CI: 2^22 units per case: decode over 4097 keys with 4 heads of 128 and
+// GQA 8/2 over 130 keys fit, and a case costs tens of milliseconds (the
+// implementation, the enclosure and the tolerances together), so the
+// catalog's real-size phase over every built-in stays near a minute on 2
+// cores (README). Thorough: 32 times more (decode over 16385 keys with 8
+// heads of 128 fits once batch is 1).
+int64_t size_cost_cap(Profile profile) {
+  return profile == Profile::thorough ? (int64_t{1} << 27) : (int64_t{1} << 22);
+}
+
+// The certified oracle's double-double path costs about 30 times the
+// enclosure per score element (measured by oracle_bench: README).
+int64_t reference_weight(const ImplInfo& info) {
+  return info.precision.accum == DType::f64 ? 32 : 1;
+}
+
+SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t weight) {
+  const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
+  const Limits& lim = spec.limits;
+  if (!has(ATTNCHECK_FEATURE_GQA)) s.kv_heads = s.heads;
+  if (!has(ATTNCHECK_FEATURE_KEY_VALID)) s.key_padding = false;
+  if (s.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) s.causal = false;
+  if (s.causal && s.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
+    s.align = Align::top_left;
+  }
+  if (s.causal && s.align == Align::top_left && !has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) {
+    s.align = Align::bottom_right;
+  }
+  if (lim.max_tq > 0) s.tq = std::min(s.tq, lim.max_tq);
+  if (lim.max_tk > 0) s.tk = std::min(s.tk, lim.max_tk);
+  s.dk = allowed_dim(s.dk, lim);
+  if (lim.dv_equals_dk) s.dv = s.dk;
+  if (lim.max_batch_heads > 0) {
+    s.batch = std::max<int64_t>(1, std::min(s.batch, lim.max_batch_heads / s.heads));
+    while (s.batch * s.heads > lim.max_batch_heads && s.heads > 1) {
+      s.heads = std::max<int64_t>(1, s.heads / 2);
+      s.kv_heads = std::max<int64_t>(1, std::min(s.kv_heads, s.heads));
+      while (s.heads % s.kv_heads) --s.kv_heads;
+    }
+  }
+  if (s.causal && s.align == Align::bottom_right) s.tq = std::min(s.tq, s.tk);
+  const auto over = [&] { return s.cost() * weight > cap; };
+  // Shrink: batch, tq, heads (keeping the group size), dims, tk last.
+  while (over() && s.batch > 1) s.batch = 1;
+  while (over() && s.tq > 1) s.tq = std::max<int64_t>(1, s.tq / 2);
+  while (over() && s.heads > 1) {
+    const int64_t group = s.heads / s.kv_heads;
+    if (s.kv_heads > 1) {
+      s.kv_heads = std::max<int64_t>(1, s.kv_heads / 2);
+      s.heads = s.kv_heads * group;
+    } else {
+      s.heads = std::max<int64_t>(1, s.heads / 2);
+      s.kv_heads = 1;
+    }
+  }
+  while (over() && (s.dk > 1 || s.dv > 1)) {
+    const int64_t dk = allowed_dim(std::max<int64_t>(1, s.dk / 2), lim);
+    const int64_t dv = lim.dv_equals_dk ? dk : std::max<int64_t>(1, s.dv / 2);
+    if (dk == s.dk && dv == s.dv) break;
+    s.dk = dk;
+    s.dv = dv;
+  }
+  while (over() && s.tk > 1) {
+    s.tk = std::max<int64_t>(1, s.tk / 2);
+    if (s.causal && s.align == Align::bottom_right) s.tq = std::min(s.tq, s.tk);
+  }
+  return s;
+}
+
+std::vector<SizeShape> fixed_real_shapes(Profile profile) {
+  std::vector<SizeShape> v = {
+      shape("tk 63", 2, 2, 2, 63, 63, 64, 64),
+      shape("tk 64", 1, 2, 2, 64, 64, 64, 64),
+      shape("tk 65", 2, 1, 1, 65, 65, 64, 64),
+      shape("tk 257", 1, 2, 2, 33, 257, 64, 64),
+      shape("tk 1025", 1, 1, 1, 16, 1025, 64, 64),
+      decode(shape("decode, tk 4097, key padding", 1, 8, 2, 1, 4097, 128, 128)),
+      shape("dk 59", 1, 2, 2, 65, 129, 59, 59),
+      shape("dk 128", 1, 2, 2, 64, 256, 128, 128),
+      shape("dk 256", 1, 1, 1, 32, 160, 256, 256),
+      shape("dk 192, dv 128", 1, 2, 2, 48, 200, 192, 128),
+      shape("GQA 8/2", 2, 8, 2, 32, 130, 64, 64),
+      shape("GQA 12/4", 1, 12, 4, 24, 97, 80, 80),
+      chunked_prefill(shape("chunked prefill, bottom-right", 1, 2, 2, 64, 1100, 64, 64)),
+  };
+  if (profile == Profile::thorough) {
+    const std::vector<SizeShape> more = {
+        shape("tk 127", 2, 2, 2, 127, 127, 64, 64),
+        shape("tk 129", 1, 2, 2, 129, 129, 64, 64),
+        shape("tk 239", 1, 2, 2, 100, 239, 111, 111),
+        shape("tk 799", 2, 2, 2, 64, 799, 80, 80),
+        shape("tk 2048", 1, 4, 4, 64, 2048, 64, 64),
+        shape("tk 2049", 1, 4, 2, 63, 2049, 96, 96),
+        decode(shape("decode, tk 16385, key padding", 2, 8, 1, 1, 16385, 128, 128)),
+        shape("dk 32", 2, 4, 4, 128, 128, 32, 32),
+        shape("dk 40", 1, 4, 4, 100, 300, 40, 40),
+        shape("dk 48", 1, 4, 4, 100, 300, 48, 48),
+        shape("dk 72", 1, 4, 4, 100, 300, 72, 72),
+        shape("dk 111", 1, 4, 4, 100, 300, 111, 111),
+        shape("dk 112", 1, 4, 4, 100, 300, 112, 112),
+        shape("dk 160", 1, 4, 4, 100, 300, 160, 160),
+        shape("dk 256 long", 1, 2, 2, 256, 1024, 256, 256),
+        shape("GQA 8/1", 2, 8, 1, 64, 512, 64, 64),
+        shape("GQA 9/3", 2, 9, 3, 64, 300, 64, 64),
+        shape("GQA 16/4", 2, 16, 4, 64, 257, 64, 64),
+        shape("GQA 32/8", 1, 32, 8, 64, 257, 128, 128),
+        shape("GQA 64/8", 1, 64, 8, 32, 129, 64, 64),
+        chunked_prefill(shape("chunked prefill, tk 4097", 1, 4, 2, 256, 4097, 128, 128)),
+    };
+    v.insert(v.end(), more.begin(), more.end());
+  }
+  return v;
+}
+
+SizeShape random_real_shape(Profile profile, uint64_t seed) {
+  uint64_t state = seed;
+  const auto next = [&](uint64_t n) { return static_cast<int64_t>(mix(state++) % n); };
+  const int max_k = profile == Profile::thorough ? 14 : 12;
+  const int64_t max_len = int64_t{1} << max_k;
+  const auto length = [&] {
+    if (next(2)) return 1 + next(static_cast<uint64_t>(max_len));  // arbitrary
+    const int64_t p = int64_t{1} << (4 + next(static_cast<uint64_t>(max_k - 3)));
+    return p - 1 + next(3);  // 2^k - 1, 2^k, 2^k + 1
+  };
+  static constexpr std::array<int64_t, 15> kDims = {32, 40, 48, 59, 64,  72,  80, 96,
+                                                     111, 112, 128, 160, 192, 256, 192};
+  static constexpr std::array<std::array<int64_t, 2>, 7> kHeads = {
+      {{8, 1}, {8, 2}, {9, 3}, {12, 4}, {16, 4}, {32, 8}, {64, 8}}};
+  SizeShape s;
+  s.batch = 2 + next(2);
+  const auto& hk = kHeads[static_cast<size_t>(next(kHeads.size()))];
+  s.heads = hk[0];
+  s.kv_heads = hk[1];
+  s.tk = length();
+  s.tq = length();
+  const size_t d = static_cast<size_t>(next(kDims.size()));
+  s.dk = kDims[d];
+  s.dv = d + 1 == kDims.size() ? 128 : s.dk;  // the last entry: 192 with dv 128
+  switch (next(4)) {
+    case 0:
+      s = decode(s);
+      s.label = "random decode";
+      break;
+    case 1:
+      s.tq = std::min(s.tq, s.tk);
+      s = chunked_prefill(s);
+      s.label = "random chunked prefill";
+      break;
+    default:
+      s.label = "random";
+  }
+  return s;
+}
+
+}  // namespace attncheck::gen

@@ -1,0 +1,230 @@
+// The real-size phase of a property run (SPEC 3 "Real sizes"): after the
+// small problems pass, the profile's fixed real-size shapes and random
+// real-size draws, each fitted to the implementation's limits and the
+// profile's cost cap, one case each. A failure is shrunk by search, not by
+// RapidCheck: RapidCheck's greedy shrinking stops at local minima of the
+// size (a 64-key tile bug fails at 65 and 129 but not at 100), so the
+// search walks the length grid upwards and bisects: the reported length n
+// fails and n - 1 and every grid length below n pass. Then head dims,
+// heads and batch the same way.
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
+
+#include "properties/harness.h"
+
+namespace attncheck {
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+enum class Verdict { pass, fail, discarded };
+
+// Cases per profile: fixed shapes taken (all, or a share) and random draws.
+struct Plan {
+  size_t fixed_share;  // 0 = every fixed shape
+  int random;
+};
+
+Plan plan_for(AtSize at_size, Profile profile) {
+  const bool thorough = profile == Profile::thorough;
+  if (at_size == AtSize::all) return {0, thorough ? 16 : 3};
+  return {thorough ? size_t{6} : size_t{1}, thorough ? 4 : 1};
+}
+
+bool same(const gen::SizeShape& a, const gen::SizeShape& b) {
+  return a.batch == b.batch && a.heads == b.heads && a.kv_heads == b.kv_heads && a.tq == b.tq &&
+         a.tk == b.tk && a.dk == b.dk && a.dv == b.dv && a.causal == b.causal &&
+         a.align == b.align && a.key_padding == b.key_padding;
+}
+
+// The smallest n in [1, start] with fails(n), searched as the header says;
+// `start` fails. Grid lengths below it are tried upwards until one fails,
+// then the gap to the last passing one is bisected.
+int64_t smallest_failing(int64_t start, const std::vector<int64_t>& grid,
+                         const std::function<bool(int64_t)>& fails) {
+  int64_t lo = 0, hi = start;  // lo passes (0: nothing below 1), hi fails
+  for (int64_t g : grid) {
+    if (g >= start) break;
+    if (fails(g)) {
+      hi = g;
+      break;
+    }
+    lo = g;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fails(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContext& ctx,
+                         const DrawFn& draw, const JudgeFn& judge, uint64_t seed) {
+  SizePhase phase;
+  const Profile profile = ctx.config().profile;
+  ctx.set_size(std::nullopt);
+  const gen::GenSpec spec = ctx.spec();
+  const int64_t cap = gen::size_cost_cap(profile);
+  const int64_t weight = gen::reference_weight(ctx.info());
+
+  // The shapes: the fixed list (or this property's share of it, starting
+  // at a place of its own so that the catalog covers the list), then the
+  // random draws; fitted, duplicates dropped.
+  const Plan plan = plan_for(at_size, profile);
+  const std::vector<gen::SizeShape> fixed = gen::fixed_real_shapes(profile);
+  std::vector<gen::SizeShape> shapes;
+  const auto add = [&](const gen::SizeShape& s) {
+    const gen::SizeShape f = gen::fit_shape(s, spec, cap, weight);
+    for (const auto& x : shapes)
+      if (same(x, f)) return;
+    shapes.push_back(f);
+  };
+  if (plan.fixed_share == 0) {
+    for (const auto& s : fixed) add(s);
+  } else {
+    const size_t start = fnv1a(property) % fixed.size();
+    const size_t step = fixed.size() / plan.fixed_share;
+    for (size_t k = 0; k < plan.fixed_share; ++k) add(fixed[(start + k * step) % fixed.size()]);
+  }
+  for (int k = 0; k < plan.random; ++k) {
+    add(gen::random_real_shape(profile, mix(seed ^ (0x5157ull + static_cast<uint64_t>(k)))));
+  }
+
+  // One case at a shape: drawn with RapidCheck (the property's own draw,
+  // at that shape), judged, never shrunk by it.
+  rc::detail::TestListenerAdapter listener;
+  const auto run_at = [&](const gen::SizeShape& s, uint64_t case_seed) {
+    ctx.set_size(s);
+    rc::detail::TestParams params;
+    params.seed = case_seed;
+    params.maxSuccess = 1;
+    params.maxSize = 100;
+    params.maxDiscardRatio = 2;
+    params.disableShrinking = true;
+    rc::detail::TestMetadata metadata;
+    metadata.id = property + "/real-size";
+    const auto testable = [&] {
+      const Case c = draw(ctx);
+      ctx.begin(c);
+      judge(ctx, c);
+    };
+    const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
+                                                  params, listener, {});
+    rc::detail::SuccessResult success;
+    rc::detail::FailureResult failure;
+    if (result.match(failure)) return Verdict::fail;
+    if (result.match(success)) return Verdict::pass;
+    return Verdict::discarded;
+  };
+
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const uint64_t case_seed = mix(seed ^ (0xA11CEull + k));
+    const Verdict v = run_at(shapes[k], case_seed);
+    if (v == Verdict::discarded) ++phase.discarded;
+    if (v != Verdict::fail) {
+      ++phase.cases;
+      continue;
+    }
+    // Shrink by search, the case's seed fixed: its values stay where they
+    // were (generators.h: SizeShape).
+    const gen::SizeShape found = shapes[k];
+    gen::SizeShape cur = found;
+    const auto fails = [&](const gen::SizeShape& s) { return run_at(s, case_seed) == Verdict::fail; };
+    const bool bottom_right = cur.causal && cur.align == Align::bottom_right;
+    cur.tk = smallest_failing(cur.tk, gen::length_grid(), [&](int64_t n) {
+      gen::SizeShape s = cur;
+      s.tk = n;
+      if (bottom_right) s.tq = std::min(s.tq, n);
+      return fails(s);
+    });
+    if (bottom_right) cur.tq = std::min(cur.tq, cur.tk);
+    cur.tq = smallest_failing(cur.tq, gen::length_grid(), [&](int64_t n) {
+      gen::SizeShape s = cur;
+      s.tq = n;
+      return fails(s);
+    });
+    const Limits& lim = spec.limits;
+    std::vector<int64_t> dims;
+    for (int64_t d : gen::head_dim_grid()) {
+      if (d >= std::max<int64_t>(1, lim.dk_min) && (lim.dk_max <= 0 || d <= lim.dk_max) &&
+          (lim.dk_multiple <= 1 || d % lim.dk_multiple == 0)) {
+        dims.push_back(d);
+      }
+    }
+    const bool free_dims = lim.dk_multiple <= 1;  // bisection may visit any dim
+    const auto dim_search = [&](int64_t start, const std::function<bool(int64_t)>& f) {
+      return free_dims ? smallest_failing(start, dims, f) : [&] {
+        for (int64_t d : dims)
+          if (d < start && f(d)) return d;
+        return start;
+      }();
+    };
+    cur.dk = dim_search(cur.dk, [&](int64_t d) {
+      gen::SizeShape s = cur;
+      s.dk = d;
+      if (lim.dv_equals_dk) s.dv = d;
+      return fails(s);
+    });
+    if (lim.dv_equals_dk) cur.dv = cur.dk;
+    if (!lim.dv_equals_dk) {
+      cur.dv = smallest_failing(cur.dv, gen::head_dim_grid(), [&](int64_t d) {
+        gen::SizeShape s = cur;
+        s.dv = d;
+        return fails(s);
+      });
+    }
+    // Heads: the smallest (heads, kv_heads) that still fails.
+    for (int64_t h = 1; h <= cur.heads; ++h) {
+      bool done = false;
+      for (int64_t kv = 1; kv <= std::min(h, cur.kv_heads) && !done; ++kv) {
+        if (h % kv || (h == cur.heads && kv == cur.kv_heads)) continue;
+        if (kv != h && !(spec.features & ATTNCHECK_FEATURE_GQA)) continue;
+        gen::SizeShape s = cur;
+        s.heads = h;
+        s.kv_heads = kv;
+        if (fails(s)) {
+          cur = s;
+          done = true;
+        }
+      }
+      if (done || h == cur.heads) break;
+    }
+    for (int64_t b = 1; b < cur.batch; ++b) {
+      gen::SizeShape s = cur;
+      s.batch = b;
+      if (fails(s)) {
+        cur = s;
+        break;
+      }
+    }
+    run_at(cur, case_seed);  // leaves the final case as ctx's counterexample
+    phase.failed = true;
+    phase.found = fmt::format(
+        "  at real size: found at {} ({}); shrunk by search to {} (tk {} fails, tk {} and every "
+        "grid length below pass)\n",
+        found.describe(), found.label, cur.describe(), cur.tk, cur.tk - 1);
+    break;
+  }
+  ctx.set_size(std::nullopt);
+  return phase;
+}
+
+}  // namespace attncheck
