@@ -163,6 +163,22 @@ ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
   return r;
 }
 
+Problem with_loaded_qk(const Problem& p, int64_t loaded_dk, const LaneLoad& load) {
+  Problem r = p;
+  r.dk = loaded_dk;
+  const auto loaded = [&](const Tensor& x, int64_t heads, int64_t rows) {
+    Tensor t = make_tensor(p.batch, heads, rows, loaded_dk);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t d = 0; d < loaded_dk; ++d) t.at(b, h, i, d) = load(x, b, h, i, rows, p.dk, d);
+    return t;
+  };
+  r.q = loaded(p.q, p.heads, p.tq);
+  r.k = loaded(p.k, p.kv_heads, p.tk);
+  return r;
+}
+
 ImplInfo broken_info(std::string name, std::string caught_by,
                      std::string description, Features features,
                      EmptyRowPolicy empty_rows) {

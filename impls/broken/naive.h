@@ -119,6 +119,16 @@ ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
                             const SliceSoftmax& softmax,
                             const KeyRule& rule = {});
 
+/// What a kernel's load reads for lane t (0 <= t < the loaded head dim) of
+/// row r of slice (a, c) of a [d0][d1][rows][dk] tensor x (p.q or p.k).
+using LaneLoad = std::function<double(const Tensor& x, int64_t a, int64_t c, int64_t r,
+                                      int64_t rows, int64_t dk, int64_t t)>;
+
+/// `p` with Q and K replaced by what a kernel with buggy loads reads: head
+/// dim `loaded_dk`, each lane from `load`. naive_forward of it with p.scale
+/// computes that kernel's scores; V, masks and everything else are kept.
+Problem with_loaded_qk(const Problem& p, int64_t loaded_dk, const LaneLoad& load);
+
 /// Declaration of a broken implementation: f64 with loop_f64's traits,
 /// `features` and `empty_rows` as given.
 ImplInfo broken_info(std::string name, std::string caught_by,

@@ -1,0 +1,239 @@
+// The size-dependent broken implementations (issue 15 item 4,
+// size_dependent_twins.h): each passes every property of the catalog on the
+// small problems the generators draw today (thorough profile, seed 1), and
+// each is wrong, beyond the SPEC 4 tolerance of the oracle, on a hand-built
+// problem of the size where its bug lives, while right just below that
+// size and while loop_f64 is right on the same problem.
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <iostream>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attncheck/compare.h"
+#include "attncheck/oracle.h"
+#include "attncheck/properties.h"
+#include "attncheck/registry.h"
+#include "attncheck/tolerance.h"
+#include "tests/impls/size_dependent_twins.h"
+#include "tests/impls/test_support.h"
+
+namespace attncheck {
+namespace {
+
+using test_support::impl;
+using test_support::kSizeDependentTwins;
+
+// ---- every property passes on small problems ----
+
+struct SmallCase {
+  std::string impl, property;
+  DType dtype;
+};
+
+std::string small_case_name(const testing::TestParamInfo<SmallCase>& info) {
+  std::string s = info.param.impl + "_" + std::string(dtype_name(info.param.dtype)) + "_" +
+                  info.param.property;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+std::vector<SmallCase> small_cases() {
+  std::vector<SmallCase> cases;
+  for (std::string_view name : kSizeDependentTwins) {
+    const auto twin = find_impl(std::string(name));
+    if (!twin) continue;  // IsRegisteredAsBroken reports it
+    for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      if (!twin->info().supports(d)) continue;
+      for (const PropertyDef& p : property_catalog()) cases.push_back({std::string(name), p.name, d});
+    }
+  }
+  return cases;
+}
+
+RunConfig small_config() {
+  RunConfig c;
+  c.seed = 1;
+  c.profile = Profile::thorough;
+  return c;
+}
+
+class SizeDependentTwinOnSmallProblems : public testing::TestWithParam<SmallCase> {};
+
+TEST_P(SizeDependentTwinOnSmallProblems, IsNotCaught) {
+  const SmallCase& c = GetParam();
+  const PropertyDef* prop = find_property(c.property);
+  ASSERT_NE(prop, nullptr);
+  const PropertyOutcome o = run_property(*prop, *impl(c.impl), c.dtype, small_config());
+  std::cout << status_name(o.status) << " (" << o.cases << " cases): "
+            << o.message.substr(0, o.message.find('\n')) << "\n";
+  ASSERT_TRUE(o.status == PropertyStatus::passed || o.status == PropertyStatus::skipped)
+      << status_name(o.status) << "\n" << o.message;
+  // The property made to catch it runs (is not skipped), so passing says
+  // something.
+  if (c.property == impl(c.impl)->info().caught_by) {
+    EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
+    EXPECT_GT(o.cases, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, SizeDependentTwinOnSmallProblems,
+                         testing::ValuesIn(small_cases()), small_case_name);
+
+TEST(SizeDependentTwins, AreRegisteredAsBroken) {
+  for (std::string_view name : kSizeDependentTwins) {
+    const auto twin = find_impl(std::string(name));
+    ASSERT_TRUE(twin) << name;
+    EXPECT_EQ(twin->info().kind, Kind::broken) << name;
+    EXPECT_NE(find_property(twin->info().caught_by), nullptr) << name;
+    // Limits that let the real sizes of SPEC 3 reach the bug.
+    const Limits& l = twin->info().limits;
+    EXPECT_TRUE(l.max_tk == 0 || l.max_tk > 4096) << name;
+    EXPECT_TRUE(l.max_tq == 0 || l.max_tq > 4096) << name;
+    EXPECT_TRUE(l.dk_max == 0 || l.dk_max >= 256) << name;
+    EXPECT_EQ(l.dk_multiple, 0) << name;
+  }
+}
+
+// ---- each is wrong at its size ----
+
+// Small exact values (multiples of 1/8 in [-2, 2]), fixed per seed.
+Problem random_problem(DType dtype, int64_t heads, int64_t kv_heads, int64_t tq, int64_t tk,
+                       int64_t dk, int64_t dv, uint64_t seed) {
+  Problem p = Problem::zeros(dtype, 1, heads, kv_heads, tq, tk, dk, dv);
+  test_support::Values values(seed);
+  for (Tensor* t : {&p.q, &p.k, &p.v})
+    for (double& x : t->data) x = values.next();
+  return p;
+}
+
+// The comparison with the oracle, within the SPEC 4 tolerance of `traits`,
+// of every array `info` declares.
+Comparison against_oracle(const Implementation& i, const PrecisionTraits& traits,
+                          const Problem& p) {
+  p.validate();
+  const ForwardResult r = i.forward(p);
+  EXPECT_EQ(r.status, Status::ok) << i.info().name << ": " << r.error;
+  const OracleResult o = oracle(p);
+  const Tolerances t = tolerances(p, o, traits);
+  EXPECT_EQ(t.ill_conditioned_rows, 0);
+  Comparison c;
+  compare_kinds(c, returned_kinds(i.info(), kForwardKinds), p, o, r, t, CompareMode::tolerance,
+                i.info().name);
+  return c;
+}
+
+struct SizeCase {
+  std::string twin;
+  Problem wrong;               // where the bug lives
+  std::vector<Problem> right;  // just below that size, or another path
+};
+
+// Expects the twin wrong on `wrong` (and loop_f64 right there, judged with
+// the twin's traits) and right on each of `right`.
+void expect_wrong_only_at_size(const SizeCase& c) {
+  SCOPED_TRACE(c.twin);
+  const auto twin = impl(c.twin);
+  const PrecisionTraits& traits = twin->info().precision;
+  const Comparison bad = against_oracle(*twin, traits, c.wrong);
+  EXPECT_FALSE(bad.ok()) << "not wrong at size; largest budget used " << bad.max_budget_used;
+  if (!bad.ok()) std::cout << c.twin << ": " << bad.worst.describe() << "\n";
+  const Comparison good = against_oracle(*impl("loop_f64"), traits, c.wrong);
+  EXPECT_TRUE(good.ok()) << good.describe_failures();
+  for (const Problem& p : c.right) {
+    const Comparison ok = against_oracle(*twin, traits, p);
+    EXPECT_TRUE(ok.ok()) << "tq " << p.tq << " tk " << p.tk << " dk " << p.dk << " heads "
+                         << p.heads << "/" << p.kv_heads << "\n"
+                         << ok.describe_failures();
+  }
+}
+
+TEST(AtSize, Tile64DropsTail) {
+  // 129 = 2 full tiles + 1 key; 128 has no partial tile, 64 is one tile.
+  expect_wrong_only_at_size({"broken_tile64_drops_tail",
+                             random_problem(DType::f64, 1, 1, 2, 129, 4, 3, 1),
+                             {random_problem(DType::f64, 1, 1, 2, 128, 4, 3, 1),
+                              random_problem(DType::f64, 1, 1, 2, 63, 4, 3, 1)}});
+}
+
+TEST(AtSize, LongRowLossySum) {
+  // 300 allowed keys take the bf16 sum; 256 do not, nor 300 keys of which
+  // 44 are padded away.
+  Problem padded = random_problem(DType::f32, 1, 1, 2, 300, 4, 3, 2);
+  padded.key_valid.assign(300, 1);
+  for (int64_t j = 256; j < 300; ++j) padded.key_valid[static_cast<size_t>(j)] = 0;
+  expect_wrong_only_at_size({"broken_long_row_lossy_sum",
+                             random_problem(DType::f32, 1, 1, 2, 300, 4, 3, 2),
+                             {random_problem(DType::f32, 1, 1, 2, 256, 4, 3, 2), padded}});
+}
+
+TEST(AtSize, GqaBigGroups) {
+  // 8 heads over 2 K/V heads: groups of 4. Groups of 2 (4/2) and a single
+  // K/V head (8/1) are mapped right.
+  expect_wrong_only_at_size({"broken_gqa_big_groups",
+                             random_problem(DType::f64, 8, 2, 2, 5, 4, 3, 3),
+                             {random_problem(DType::f64, 4, 2, 2, 5, 4, 3, 3),
+                              random_problem(DType::f64, 8, 1, 2, 5, 4, 3, 3),
+                              random_problem(DType::f64, 6, 3, 2, 5, 4, 3, 3)}});
+}
+
+TEST(AtSize, SplitKvNoRescale) {
+  // 300 keys: chunks of 256 and 44 with different maxima; 256 is one chunk.
+  expect_wrong_only_at_size({"broken_split_kv_no_rescale",
+                             random_problem(DType::f64, 1, 1, 2, 300, 4, 3, 4),
+                             {random_problem(DType::f64, 1, 1, 2, 256, 4, 3, 4)}});
+}
+
+TEST(AtSize, CausalSkipTopLeft) {
+  const auto causal = [](Problem p, Align align) {
+    p.causal = true;
+    p.align = align;
+    return p;
+  };
+  // Bottom-right, tk - tq = 128: query 0 sits at key 128 and loses blocks
+  // 64.. . At 64 keys there is one block; top-left is skipped right.
+  expect_wrong_only_at_size(
+      {"broken_causal_skip_top_left",
+       causal(random_problem(DType::f64, 1, 1, 2, 130, 4, 3, 5), Align::bottom_right),
+       {causal(random_problem(DType::f64, 1, 1, 2, 64, 4, 3, 5), Align::bottom_right),
+        causal(random_problem(DType::f64, 1, 1, 130, 130, 4, 3, 5), Align::bottom_right),
+        causal(random_problem(DType::f64, 1, 1, 2, 130, 4, 3, 5), Align::top_left)}});
+}
+
+TEST(AtSize, HeadDimTruncated) {
+  // dk 192 with dv 128 (as DeepSeek's MLA heads); 128 is the last dk kept.
+  expect_wrong_only_at_size({"broken_head_dim_truncated",
+                             random_problem(DType::f64, 1, 1, 2, 3, 192, 128, 6),
+                             {random_problem(DType::f64, 1, 1, 2, 3, 128, 128, 6)}});
+}
+
+TEST(AtSize, OddDimPaddingLanes) {
+  // dk 59 pads to 64 with lanes of the next row. dk 31 is below 33, 64 a
+  // multiple of 8, and a single query has zero padding lanes.
+  expect_wrong_only_at_size({"broken_odd_dim_padding_lanes",
+                             random_problem(DType::f64, 1, 1, 3, 4, 59, 2, 7),
+                             {random_problem(DType::f64, 1, 1, 3, 4, 31, 2, 7),
+                              random_problem(DType::f64, 1, 1, 3, 4, 64, 2, 7),
+                              random_problem(DType::f64, 1, 1, 1, 4, 59, 2, 7)}});
+}
+
+TEST(AtSize, DecodeIgnoresPadding) {
+  const auto padded = [](Problem p) {
+    p.key_valid.assign(static_cast<size_t>(p.tk), 1);
+    for (int64_t j = p.tk - 44; j < p.tk; ++j) p.key_valid[static_cast<size_t>(j)] = 0;
+    return p;
+  };
+  // One query against 300 keys, the last 44 padded; 255 keys, or two
+  // queries, take the prefill path.
+  expect_wrong_only_at_size({"broken_decode_ignores_padding",
+                             padded(random_problem(DType::f64, 1, 1, 1, 300, 4, 3, 8)),
+                             {padded(random_problem(DType::f64, 1, 1, 1, 255, 4, 3, 8)),
+                              padded(random_problem(DType::f64, 1, 1, 2, 300, 4, 3, 8))}});
+}
+
+}  // namespace
+}  // namespace attncheck
