@@ -18,24 +18,42 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // The online state of one row over the keys seen so far: p_j = exp(s_j -
 // M ln 2), which the kernel forms as exp((s_j - ref) + shift), ref being the
-// score that set M and shift = (fl(ref log2 e) - M) ln 2 in [0, ln 2).
+// score that set M and shift = (fl(ref log2 e) - M) ln 2.
 struct RowState {
   double exponent = 0;  // M, an integer
   float ref = 0;
   double shift = 0;
   float l = 0;
   bool any = false;
-
-  // Points the state at the tile maximum bm (M = floor(fl(bm log2 e))).
-  void rebase(float bm) {
-    const double t = static_cast<double>(bm) * kLog2e;
-    exponent = std::floor(t);
-    ref = bm;
-    shift = (t - exponent) * kLn2;  // t - floor(t) is exact
-  }
-  // lse = M ln 2 + log l, formed from ref as the exps were.
-  double lse() const { return static_cast<double>(ref) - shift + std::log(static_cast<double>(l)); }
 };
+
+// How a slice turns a score into its exponent M. Rounded down (p in [1, 2]
+// at the row's largest score, so l >= 1 as with a kernel whose p is 1
+// there, and an absolute rounding error of acc is not enlarged by the
+// division by l); rounded up (p in (1/2, 1], never above a max-subtracting
+// kernel's p) for a head whose V is so large that p up to 2 could overflow
+// the accumulator where p <= 1 would not.
+struct Stabiliser {
+  bool round_up = false;
+
+  // M for a tile whose largest score is bm (log2 e times bm, in double).
+  double exponent(float bm) const {
+    const double t = static_cast<double>(bm) * kLog2e;
+    return round_up ? std::ceil(t) : std::floor(t);
+  }
+  // Points st at the tile maximum bm.
+  void rebase(RowState& st, float bm) const {
+    const double t = static_cast<double>(bm) * kLog2e;
+    st.exponent = round_up ? std::ceil(t) : std::floor(t);
+    st.ref = bm;
+    st.shift = (t - st.exponent) * kLn2;  // t minus an integer next to it: exact
+  }
+};
+
+// lse = M ln 2 + log l, formed from ref as the exps were.
+double lse_of(const RowState& st) {
+  return static_cast<double>(st.ref) - st.shift + std::log(static_cast<double>(st.l));
+}
 
 // x[0 .. n) *= 2^k for an integer k <= 0, one rounding in double then to
 // float: exact unless the result is below float's normal range. k below
@@ -85,6 +103,11 @@ class TiledPass {
     // 0 * inf is NaN: a non-finite value at a key masked for a row would
     // reach that row through the P V GEMM, so such heads add key by key.
     v_finite_ = std::all_of(v_.begin(), v_.end(), [](float x) { return std::isfinite(x); });
+    // With p <= 2, |acc| <= 2 tk max|v| < 2^127 cannot overflow (float's
+    // largest is 2^128 (1 - 2^-24)); a larger V rounds M up instead.
+    float v_max = 0;
+    for (float x : v_) v_max = std::max(v_max, std::fabs(x));
+    stabiliser_.round_up = !(2.0 * static_cast<double>(p_.tk) * v_max < 0x1p127);
   }
 
   // The online softmax of rows [i0, i0 + mq) of the loaded slice over the
@@ -162,12 +185,12 @@ class TiledPass {
       RowState& st = state[r];
       const float bm = simd::max_of(row, n);
       if (!st.any) {
-        st.rebase(bm);
+        stabiliser_.rebase(st, bm);
         st.any = true;
-      } else if (std::floor(static_cast<double>(bm) * kLog2e) > st.exponent) {
+      } else if (stabiliser_.exponent(bm) > st.exponent) {
         // Everything accumulated so far was relative to the old 2^M.
         const double old = st.exponent;
-        st.rebase(bm);
+        stabiliser_.rebase(st, bm);
         const double k = old - st.exponent;
         scale_pow2(&st.l, 1, k);
         scale_pow2(acc + r * dv, dv, k);
@@ -210,6 +233,7 @@ class TiledPass {
   std::vector<float> q_, k_, v_;
   simd::Packed kt_, vp_;
   bool v_finite_ = true;
+  Stabiliser stabiliser_;
   int64_t b_ = -1, h_ = -1, kb_ = -1, kg_ = -1;
   std::vector<float> s_;
   std::vector<uint8_t> ok_;
@@ -223,7 +247,7 @@ void finish(const Problem& p, int64_t b, int64_t h, int64_t i, const RowState& s
     const float x = acc[d] / st.l;
     result.out[out_index(p, b, h, i, d)] = round_to(p.dtype, static_cast<double>(x));
   }
-  result.lse[row_index(p, b, h, i)] = static_cast<double>(static_cast<float>(st.lse()));
+  result.lse[row_index(p, b, h, i)] = static_cast<double>(static_cast<float>(lse_of(st)));
 }
 
 }  // namespace

@@ -13,10 +13,15 @@
 //   rounds once (within 0.51 ulp, inside the declared exp_ulps = 1), then
 //   one rounding for each of / cap, * cap and + bias.
 // - Stabiliser: a row's running maximum is kept as an integer exponent M,
-//   the floor of log2(e) times the largest score seen (formed in double);
+//   log2(e) times the largest score seen (formed in double) rounded down;
 //   p_j = exp(s_j - M ln 2), evaluated in double and rounded to float once
 //   (kernels_simd.h exp_rebased: within 0.51 ulp, inside exp_ulps = 1), so
-//   1 <= p <= 2 at the row's maximum and l >= 1.
+//   1 <= p <= 2 at the row's maximum and l >= 1, as with a kernel whose p
+//   is 1 there. A head whose V reaches 2^127 / (2 tk) rounds M up instead
+//   (p <= 1, l > 1/2), so the accumulator never overflows where a
+//   max-subtracting kernel's would not; there, and only there, a rounding
+//   of acc below float's normal range is enlarged by up to 2 by the final
+//   division, which SPEC 4's n eta_a term does not budget.
 // - Rescales are exact. When a key tile raises M, the running sum and the
 //   accumulators are multiplied by 2^(M_old - M_new), an exponent shift
 //   that rounds nothing (unless the result falls below the normal range,

@@ -241,6 +241,32 @@ TEST(TiledKernel, HugeScoresStayFiniteAndInTheConvexHull) {
   }
 }
 
+// Values near float's largest (2^127.6) at the only allowed key of a row:
+// the output is that value, within the tolerance. A stabiliser that let p
+// reach 2 at the row's maximum would overflow the accumulator to inf here;
+// heads with such values round the exponent up (p <= 1). Split (600 keys)
+// and tiled (300) paths.
+TEST(TiledKernel, ValuesNearFloatMaxDoNotOverflow) {
+  for (const char* name : kTiled) {
+    for (int64_t tk : {600, 300}) {
+      Problem p = random_problem(dtype_of(impl(name)->info()), 1, 1, 1, 1, tk, 3, 2, 79);
+      EXPECT_EQ(impls::tiled_splits(p), tk == 600);
+      p.key_valid.assign(static_cast<size_t>(tk), 0);
+      p.key_valid[200] = 1;
+      // The score 5/8 puts p at 2^(5/8 log2 e - 0) = 1.87 when M is rounded
+      // down: 1.87 x 1.5 x 2^127 overflows.
+      p.scale = 1;
+      for (int64_t d = 0; d < 3; ++d) {
+        p.q.at(0, 0, 0, d) = d == 0 ? 1 : 0;
+        p.k.at(0, 0, 200, d) = d == 0 ? 0.625 : 0;
+      }
+      p.v.at(0, 0, 200, 0) = std::ldexp(1.5, 127);  // exact in f32 and bf16
+      p.v.at(0, 0, 200, 1) = -std::ldexp(1.5, 127);
+      expect_within_tolerance(name, p);
+    }
+  }
+}
+
 TEST(TiledKernel, Bf16OutputsAreBf16) {
   Problem p = random_problem(DType::bf16, 1, 2, 1, 65, 300, 59, 24, 71);
   const ForwardResult r = impl("tiled_bf16")->forward(p);
