@@ -21,6 +21,7 @@
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
 #include "impls/impl_common.h"
+#include "impls/kernels_simd.h"
 #include "impls/tiled_kernel.h"
 #include "test_support.h"
 
@@ -79,6 +80,35 @@ TEST(TiledDeclarations, FloatAccumulation128KeyBlocksNoWeights) {
   EXPECT_EQ(impl("tiled_f32")->info().precision.p_cast, DType::f32);
   EXPECT_EQ(impl("tiled_bf16")->info().dtypes, dtype_bit(DType::bf16));
   EXPECT_EQ(impl("tiled_bf16")->info().precision.p_cast, DType::bf16);
+}
+
+// The kernel's exp, which its declared exp_ulps = 1 rests on: within 0.51
+// ulp of e^((x - ref) + shift) (long double reference) over 200,000
+// arguments from -104 (near float's underflow) to 1.4, for the shifts the
+// kernel uses ([-ln 2, ln 2]); e^-inf is exactly 0.
+TEST(TiledKernel, ExpRebasedIsWithinHalfAnUlpAndAHundredth) {
+  std::vector<float> x(200000);
+  for (size_t k = 0; k < x.size(); ++k)
+    x[k] = -104.0f + 105.4f * static_cast<float>(k) / static_cast<float>(x.size());
+  for (const auto& [ref, shift] :
+       std::vector<std::pair<float, double>>{{0.0f, 0.0}, {0.7f, 0.69}, {-3.25f, -0.5}, {1e4f, 0.1}}) {
+    std::vector<float> y = x;
+    for (float& v : y) v += ref;
+    std::vector<float> got = y;
+    impls::simd::exp_rebased(got.data(), static_cast<int64_t>(got.size()), ref, shift);
+    double worst = 0;
+    for (size_t k = 0; k < y.size(); ++k) {
+      const long double exact =
+          std::exp((static_cast<long double>(y[k]) - static_cast<long double>(ref)) + shift);
+      if (exact < 0x1p-126L) continue;  // subnormal results: absolute, not ulps
+      const double ulp = std::ldexp(1.0, std::ilogb(got[k]) - 23);
+      worst = std::max(worst, static_cast<double>(std::fabs(got[k] - exact)) / ulp);
+    }
+    EXPECT_LE(worst, 0.51) << "ref " << ref << " shift " << shift;
+  }
+  float minus_inf = -INFINITY;
+  impls::simd::exp_rebased(&minus_inf, 1, 2.0f, 0.5);
+  EXPECT_EQ(minus_inf, 0.0f);
 }
 
 // Key lengths one below, at and one above the 128-key tile, and 1025 (a
