@@ -44,7 +44,7 @@ struct Stabiliser {
   // Points st at the tile maximum bm.
   void rebase(RowState& st, float bm) const {
     const double t = static_cast<double>(bm) * kLog2e;
-    st.exponent = round_up ? std::ceil(t) : std::floor(t);
+    st.exponent = exponent(bm);
     st.ref = bm;
     st.shift = (t - st.exponent) * kLn2;  // t minus an integer next to it: exact
   }
@@ -55,8 +55,8 @@ double lse_of(const RowState& st) {
   return static_cast<double>(st.ref) - st.shift + std::log(static_cast<double>(st.l));
 }
 
-// x[0 .. n) *= 2^k for an integer k <= 0, one rounding in double then to
-// float: exact unless the result is below float's normal range. k below
+// x[0 .. n) *= 2^k for an integer k <= 0: the product in double is exact,
+// its rounding to float too unless it is below float's normal range. k below
 // -300 takes every float to 0, as 2^k itself would.
 void scale_pow2(float* x, int64_t n, double k) {
   const double f = std::ldexp(1.0, static_cast<int>(k >= -300 ? k : -300));
