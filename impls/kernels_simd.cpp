@@ -167,6 +167,20 @@ ATTNCHECK_AVX2 void exp_shifted_avx2(float* x, int64_t n, float shift) {
   for (; j < n; ++j) x[j] = std::exp(x[j] - shift);
 }
 
+ATTNCHECK_AVX2 void exp_rebased_avx2(float* x, int64_t n, float ref, double shift) {
+  const __m256d r = _mm256_set1_pd(static_cast<double>(ref));
+  const __m256d s = _mm256_set1_pd(shift);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    const __m256d a = _mm256_add_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), r), s);
+    const __m256d b = _mm256_add_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), r), s);
+    _mm256_storeu_ps(x + j, _mm256_set_m128(exp4(b), exp4(a)));
+  }
+  for (; j < n; ++j)
+    x[j] = static_cast<float>(std::exp((static_cast<double>(x[j]) - static_cast<double>(ref)) + shift));
+}
+
 ATTNCHECK_AVX2 float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -262,6 +276,12 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const Pa
 void exp_shifted(float* x, int64_t n, float shift) {
   if (have_avx2_fma()) return exp_shifted_avx2(x, n, shift);
   for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j] - shift);
+}
+
+void exp_rebased(float* x, int64_t n, float ref, double shift) {
+  if (have_avx2_fma()) return exp_rebased_avx2(x, n, ref, shift);
+  for (int64_t j = 0; j < n; ++j)
+    x[j] = static_cast<float>(std::exp((static_cast<double>(x[j]) - static_cast<double>(ref)) + shift));
 }
 
 float max_of(const float* x, int64_t n) {

@@ -47,6 +47,15 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const Pa
 /// within 1 ulp). exp(-inf) is exactly 0; NaN stays NaN.
 void exp_shifted(float* x, int64_t n, float shift);
 
+/// x[j] = exp((x[j] - ref) + shift) for j < n, the argument formed in
+/// double (x[j] - ref exact unless the two are more than 2^29 apart, then
+/// within 2^-53 relative; one more rounding of 2^-53 for + shift) and the
+/// exp evaluated as exp_shifted's, rounded to float once: within 0.51 ulp
+/// of e^((x[j] - ref) + shift) in the vector body, and within 1 ulp of it
+/// in the portable one (the C library's exp in double, then the rounding to
+/// float). exp(-inf) is exactly 0; NaN stays NaN.
+void exp_rebased(float* x, int64_t n, float ref, double shift);
+
 /// The largest of x[0 .. n), n >= 1 (NaN ignored unless all are NaN).
 float max_of(const float* x, int64_t n);
 
