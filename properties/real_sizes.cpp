@@ -218,9 +218,11 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     run_at(cur, case_seed);  // leaves the final case as ctx's counterexample
     phase.failed = true;
     phase.found = fmt::format(
-        "  at real size: found at {} ({}); shrunk by search to {} (tk {} fails, tk {} and every "
-        "grid length below pass)\n",
-        found.describe(), found.label, cur.describe(), cur.tk, cur.tk - 1);
+        "  at real size: found at {} ({}); shrunk by search to {}{}\n", found.describe(),
+        found.label, cur.describe(),
+        cur.tk > 1 ? fmt::format(" (tk {} fails; tk {} and every grid length below pass)", cur.tk,
+                                 cur.tk - 1)
+                   : "");
     break;
   }
   ctx.set_size(std::nullopt);

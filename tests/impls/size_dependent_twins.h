@@ -4,10 +4,10 @@
 // more than 2 over several K/V heads, head dims past 32 or 128. They pass
 // every property on the small problems the generators draw today (proven
 // by test_broken_at_size), so the tests that expect every broken
-// implementation to be caught on small problems (test_runner's
-// BrokenImplementation, test_catalog's BrokenCatalog) leave them to the
-// real-size runner; test_broken_at_size shows each bug on a hand-built
-// problem of its size.
+// implementation to be caught with a small counterexample (test_catalog's
+// BrokenCatalog, test_impls' bug cases) leave them out; the real-size
+// phase catches them (test_runner's BrokenImplementation, and
+// test_broken_at_size with seeds 1 to 3 and the shrunk lengths).
 
 #include <algorithm>
 #include <array>

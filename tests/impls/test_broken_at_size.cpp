@@ -59,6 +59,7 @@ RunConfig small_config() {
   RunConfig c;
   c.seed = 1;
   c.profile = Profile::thorough;
+  c.real_sizes = false;  // today's small problems only
   return c;
 }
 
@@ -234,6 +235,73 @@ TEST(AtSize, DecodeIgnoresPadding) {
                              {padded(random_problem(DType::f64, 1, 1, 1, 255, 4, 3, 8)),
                               padded(random_problem(DType::f64, 1, 1, 2, 300, 4, 3, 8))}});
 }
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// ---- the real-size phase catches each, with the CI profile, seeds 1 to 3 ----
+
+struct SeedCase {
+  std::string impl;
+  uint64_t seed;
+};
+
+std::vector<SeedCase> seed_cases() {
+  std::vector<SeedCase> cases;
+  for (std::string_view name : kSizeDependentTwins)
+    for (uint64_t seed : {1, 2, 3}) cases.push_back({std::string(name), seed});
+  return cases;
+}
+
+class SizeDependentTwinAtRealSize : public testing::TestWithParam<SeedCase> {};
+
+TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
+  const auto twin = find_impl(GetParam().impl);
+  ASSERT_TRUE(twin);
+  const PropertyDef* prop = find_property(twin->info().caught_by);
+  ASSERT_NE(prop, nullptr);
+  RunConfig config;
+  config.seed = GetParam().seed;  // the CI profile, real sizes on
+  DType dtype = DType::f64;
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (twin->info().supports(d)) {
+      dtype = d;
+      break;
+    }
+  }
+  const PropertyOutcome o = run_property(*prop, *twin, dtype, config);
+  ASSERT_EQ(o.status, PropertyStatus::failed) << o.message;
+  EXPECT_NE(o.message.find("at real size: found at"), std::string::npos) << o.message;
+  ASSERT_TRUE(o.counterexample);
+  // The search's claim: the reported length fails and the one below passes;
+  // for the length-triggered bugs that is the first length past the limit.
+  const std::string& name = GetParam().impl;
+  const auto& c = *o.counterexample;
+  if (name == "broken_tile64_drops_tail" || name == "broken_causal_skip_top_left") {
+    EXPECT_EQ(c.tk, 65) << o.message;
+  }
+  if (name == "broken_long_row_lossy_sum" || name == "broken_split_kv_no_rescale") {
+    EXPECT_EQ(c.tk, 257) << o.message;
+  }
+  if (name == "broken_decode_ignores_padding") {
+    EXPECT_EQ(c.tk, 256) << o.message;
+  }
+  if (name == "broken_head_dim_truncated") {  // 129, unless q_129 k_129 = 0 in the drawn values
+    EXPECT_GT(c.dk, 128) << o.message;
+    EXPECT_LE(c.dk, 136) << o.message;
+  }
+  // Slices the failure does not need are dropped.
+  EXPECT_EQ(c.batch, 1) << o.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, SizeDependentTwinAtRealSize, testing::ValuesIn(seed_cases()),
+                         [](const testing::TestParamInfo<SeedCase>& info) {
+                           std::string s = info.param.impl + "_seed" + std::to_string(info.param.seed);
+                           return s;
+                         });
 
 }  // namespace
 }  // namespace attncheck

@@ -51,9 +51,6 @@ std::vector<Case> broken_cases() {
   for (const auto& impl : registered_impls()) {
     const ImplInfo& info = impl->info();
     if (info.kind != Kind::broken) continue;
-    // Caught only with real sizes (issue 15), which this run does not draw;
-    // test_broken_at_size shows each one's bug at its size.
-    if (test_support::caught_only_at_real_size(info.name)) continue;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
       if (info.supports(d)) cases.push_back({info.name, info.caught_by, d});
   }
