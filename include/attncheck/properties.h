@@ -42,6 +42,13 @@ struct RunConfig {
   bool real_sizes = true;
 };
 
+/// False when the environment variable ATTNCHECK_REAL_SIZES is "0": the
+/// real-size phase is then skipped everywhere, whatever RunConfig says
+/// (ci/test sets it for the sanitizer build, where sizes cost 3-5 times
+/// more and the small problems already run every code path under the
+/// sanitizers).
+bool real_sizes_enabled();
+
 /// How much of the real-size phase (SPEC 3) a property runs.
 enum class AtSize {
   no,    ///< small problems only (statistical, layer and gradient properties)

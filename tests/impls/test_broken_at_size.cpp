@@ -259,6 +259,7 @@ std::vector<SeedCase> seed_cases() {
 class SizeDependentTwinAtRealSize : public testing::TestWithParam<SeedCase> {};
 
 TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
+  if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
   const auto twin = find_impl(GetParam().impl);
   ASSERT_TRUE(twin);
   const PropertyDef* prop = find_property(twin->info().caught_by);
