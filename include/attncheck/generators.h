@@ -3,6 +3,7 @@
 // dtypes and limits (SPEC section 3), for RapidCheck.
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct GenSpec {
   bool require_causal = false;  ///< always causal (needs FEATURE_CAUSAL)
   bool require_window = false;  ///< always windowed (needs FEATURE_WINDOW)
   bool require_gqa = false;     ///< kv_heads < heads (needs FEATURE_GQA)
+  /// The format scores are stored in before softmax when it is not the
+  /// accumulation format (PrecisionTraits::s_cast): q and k stay small
+  /// enough that its rounding keeps scores within the first-order analysis.
+  std::optional<DType> score_storage;
 };
 
 /// Memory layouts a strided problem can take.
