@@ -95,14 +95,18 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
   const double u_o = unit_roundoff(p.dtype);
   const double e = t.exp_ulps;
   // Underflow, where relative bounds stop holding: a value rounded below the
-  // normal range errs by up to half the smallest subnormal of its format
-  // (the smallest normal when flushing). eta_p: each weight or P element,
-  // in the format P is kept in (accumulation, or the cast if coarser);
-  // eta_a: each product a_j v_j (or p_j v_j) of the weighted sum; eta_o:
-  // the output.
-  const double eta_a = underflow_unit(t.accum, t.flush_to_zero);
-  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flush_to_zero));
-  const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
+  // normal range errs by up to half the smallest subnormal of its format;
+  // in a format declared flushing (ftz_formats, or flush_to_zero for all),
+  // an exp result or a product below twice the smallest normal may become
+  // 0 (SPEC 4), an error below twice the smallest normal. eta_p: each
+  // weight or P element, in the format P is kept in (the exp's result in
+  // the accumulation format, then the cast's when P is cast); eta_a: each
+  // product a_j v_j (or p_j v_j) of the weighted sum; eta_o: the output.
+  // An unnormalised p_j = exp(s_j - m) flushed to 0 errs by eta in p_j and
+  // eta / l <= eta in a_j (l >= 1), so eta_p bounds both.
+  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
+  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flushes(kFtzPCast)));
+  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
   // A dot product of dk terms costs gamma_dk; one more rounding for sigma
   // itself in the accumulation format and one for the product by sigma.
   const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);

@@ -509,6 +509,8 @@ std::vector<BugCase> bug_cases() {
     p.v.at(0, 0, 16, 0) = 1;
     cases.push_back({"broken_fixed_key_tile", p, "loop_f64"});
   }
+  // Scores 0 and -80: e^-80 = 1.8e-35 is below 2^-100, a normal double.
+  cases.push_back({"broken_exp_flushes_tiny", one_query(1, 0, -80, 0, 1), "loop_f64"});
   // Scores 800 and 790: exp(800) overflows without the max subtracted.
   cases.push_back({"broken_f16_no_max_subtraction", one_query(1, 800, 790, 1, 2), "loop_f64"});
   return cases;

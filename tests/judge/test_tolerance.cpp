@@ -188,5 +188,41 @@ TEST(Tolerance, StoredScoresThatMayOverflowAreIllConditioned) {
   }
 }
 
+TEST(Tolerance, FlushCoversSmallNormalsOfTheFormatsDeclaredFlushing) {
+  // Scores 0 and -87: the second weight is e^-87 / (1 + e^-87) = 1.65e-38,
+  // 1.4 times f32's smallest normal (issue 17's vectorised exp flushed
+  // below 1.41 times it). A kernel whose exp returns 0 there gives weight 0
+  // and output 0.
+  const Problem p = one_query(DType::f32, {0, -87});
+  const OracleResult o = oracle(p);
+  ASSERT_GT(o.weights[1], 0x1p-126);
+  ASSERT_LT(o.weights[1], 0x1p-125);
+  const std::vector<double> weights = {1, 0};
+  const std::vector<double> out = {0};
+  const auto judged = [&](const PrecisionTraits& t) {
+    const Tolerances tol = tolerances(p, o, t);
+    Comparison c;
+    c.add("weights", {1, 1, 1, 2}, weights, o.weights, tol.weights);
+    c.add("out", {1, 1, 1, 1}, out, o.out, tol.out);
+    return c.ok();
+  };
+  PrecisionTraits t = traits(DType::f32);
+  EXPECT_FALSE(judged(t));  // no flush declared
+  t.flush_to_zero = true;   // version 1: every format flushes
+  EXPECT_TRUE(judged(t));
+  t.flush_to_zero = false;
+  t.ftz_formats = kFtzAccum;  // the exp's format
+  EXPECT_TRUE(judged(t));
+  t.ftz_formats = kFtzOut;  // only the output flushes: the weight may not vanish
+  EXPECT_FALSE(judged(t));
+  // A weight far above the flush range may not vanish whatever is declared:
+  // scores 0 and -80 give 1.8e-35, 1500 times the smallest normal.
+  const Problem q = one_query(DType::f32, {0, -80});
+  const OracleResult oq = oracle(q);
+  t.ftz_formats = kFtzAccum | kFtzPCast | kFtzOut;
+  const Tolerances tol = tolerances(q, oq, t);
+  EXPECT_GT(std::fabs(0 - oq.weights[1]), tol.weights[1]);
+}
+
 }  // namespace
 }  // namespace attncheck
