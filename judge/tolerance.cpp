@@ -209,6 +209,9 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
         // Weights: the logit errors of the row, the exps, the sum and the
         // division; underflow as for the output, the / l of SPEC 4's
         // eta_p / l dropped for implementations that round a_j = p_j / l.
+        // plugin.h lets an implementation return P before or after its
+        // p_cast: u_p (in eps) and eta_p are charged to every weight, so
+        // both pass, and a weight before the cast uses less of its budget.
         for (int64_t j = 0; j < p.tk; ++j) {
           if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
           const size_t w = weight_index(p, b, h, i, j);

@@ -188,6 +188,28 @@ TEST(Tolerance, StoredScoresThatMayOverflowAreIllConditioned) {
   }
 }
 
+TEST(Tolerance, WeightsBeforeOrAfterThePCastBothPass) {
+  // plugin.h: returned weights may be P before or after its p_cast. Scores
+  // 0.3 and 0: the exact weights, and the same rounded to bf16 (an error
+  // near 2^-9 relative), pass with p_cast = bf16; rounded without the cast
+  // declared they do not.
+  const Problem p = one_query(DType::f32, {0.3, 0});
+  const OracleResult o = oracle(p);
+  std::vector<double> after = o.weights;
+  for (double& a : after) a = round_to(DType::bf16, a);
+  ASSERT_NE(after, o.weights);
+  PrecisionTraits cast = traits(DType::f32);
+  cast.p_cast = DType::bf16;
+  const auto judged = [&](const std::vector<double>& w, const PrecisionTraits& t) {
+    Comparison c;
+    c.add("weights", {1, 1, 1, 2}, w, o.weights, tolerances(p, o, t).weights);
+    return c.ok();
+  };
+  EXPECT_TRUE(judged(o.weights, cast));
+  EXPECT_TRUE(judged(after, cast));
+  EXPECT_FALSE(judged(after, traits(DType::f32)));
+}
+
 TEST(Tolerance, FlushCoversSmallNormalsOfTheFormatsDeclaredFlushing) {
   // Scores 0 and -87: the second weight is e^-87 / (1 + e^-87) = 1.65e-38,
   // 1.4 times f32's smallest normal (issue 17's vectorised exp flushed
