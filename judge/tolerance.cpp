@@ -148,18 +148,11 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
             d += (2 * e + 2) * u_a * capped;
           }
           if (u_s > 0) {
-            if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) {
-              d = std::numeric_limits<double>::infinity();
-            } else {
-              d += s_cast_logit_error(p.softcap > 0, capped, std::fabs(s), u_s);
-            }
+            d += s_cast_logit_error(p.softcap > 0, capped, std::fabs(s), u_s);
+            if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
           D[static_cast<size_t>(j)] = d;
-          if (std::isinf(d)) {
-            overflows = true;
-          } else {
-            sum_aD += o.weights[w] * d;
-          }
+          sum_aD += o.weights[w] * d;
         }
         // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
         // error is common to all weights and not cancelled by a division.
