@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -271,6 +272,130 @@ AlternativeFn computed_in(DType declared_accum, DType lower) {
 
 bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
 
+// The correct values judged as if every format flushed (SPEC 4: results
+// below twice the smallest normal may become 0), for an implementation that
+// declares fewer flushing formats: the output must fit the former and fail
+// the declared traits.
+std::optional<Alternative> undeclared_flush(const Problem& p, const OracleResult& correct,
+                                            const PrecisionTraits& declared) {
+  const uint32_t all = kFtzAccum | kFtzPCast | kFtzOut;
+  if (declared.flushes(kFtzAccum) && declared.flushes(kFtzPCast) && declared.flushes(kFtzOut)) {
+    return std::nullopt;
+  }
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.traits.ftz_formats = all;
+  a.same_values = true;
+  return a;
+}
+
+// An exp that returns 0 below some threshold far above any flush: keys
+// with s_j - m at or below x are dropped from their rows (their weight 0,
+// the row normalised over the rest). The threshold is not known, so each
+// distinct s_j - m is a candidate, largest first, between ln(2^-24) (above
+// it a dropped weight is sparsification, not underflow) and twice the
+// accumulation format's smallest normal (below it the flush hypothesis
+// speaks). At most kMaxThresholds, so a problem with many tiny weights
+// costs a bounded number of recomputations.
+std::vector<Alternative> small_exps_dropped(const Problem& p, const OracleResult& correct,
+                                            const PrecisionTraits& declared) {
+  constexpr size_t kMaxThresholds = 16;
+  const double hi = std::log(0x1p-24);
+  const double lo = std::log(underflow_unit(declared.accum, true));
+  std::vector<double> xs;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        if (correct.row_empty[row]) continue;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const double x = correct.scores[weight_index(p, b, h, i, j)] - correct.row_max[row];
+          if (x < hi && x >= lo) xs.push_back(x);
+        }
+      }
+  std::sort(xs.begin(), xs.end(), std::greater<>());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  if (xs.size() > kMaxThresholds) xs.resize(kMaxThresholds);
+  std::vector<Alternative> out;
+  for (const double threshold : xs) {
+    Alternative a;
+    a.problem = p;
+    Broadcast<uint8_t> mask;
+    mask.batch = p.batch;
+    mask.heads = p.heads;
+    mask.data.resize(static_cast<size_t>(p.score_elements()));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j) {
+            const double x = correct.scores[weight_index(p, b, h, i, j)] -
+                             correct.row_max[row_index(p, b, h, i)];
+            mask.at(b, h, i, j, p.tq, p.tk) = p.allowed(b, h, i, j) && x > threshold;
+          }
+    a.problem.key_valid.clear();
+    a.problem.causal = false;
+    a.problem.window_left = a.problem.window_right = -1;
+    a.problem.mask = std::move(mask);
+    a.result = softmax_of_scores(a.problem, correct.scores, correct.abs_dot);
+    a.traits = declared;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// Softcap written as c tanh(t) instead of c tanh(t / c): scores recomputed
+// in long double from t = scale (q . k). An error dt of t moves c tanh(t)
+// by c sech^2(t) dt, which the tolerance's dot-product term (gamma_dot
+// S_j) must carry: S_j is scaled by that factor where it exceeds 1.
+std::optional<Alternative> softcap_without_division(const Problem& p, const OracleResult& correct,
+                                                    const PrecisionTraits& declared) {
+  if (p.softcap == 0 || p.softcap == 1) return std::nullopt;  // c = 1: the same function
+  std::vector<double> scores = correct.scores, abs_dot = correct.abs_dot;
+  const Real c = static_cast<Real>(p.softcap);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < p.tk; ++j) {
+          Real dot = 0;
+          for (int64_t d = 0; d < p.dk; ++d)
+            dot += static_cast<Real>(p.q.at(b, h, i, d)) *
+                   static_cast<Real>(p.k.at(b, p.kv_head(h), j, d));
+          const Real t = static_cast<Real>(p.scale) * dot;
+          const size_t w = weight_index(p, b, h, i, j);
+          scores[w] = static_cast<double>(c * std::tanh(t) +
+                                          static_cast<Real>(p.bias_at(b, h, i, j)));
+          const Real sech = 1 / std::cosh(t);
+          abs_dot[w] *= static_cast<double>(std::max(Real{1}, c * sech * sech));
+        }
+  Alternative a;
+  a.problem = p;
+  a.result = softmax_of_scores(p, std::move(scores), std::move(abs_dot));
+  a.traits = declared;
+  return a;
+}
+
+// A row without allowed keys computed as softmax over all -inf scores:
+// exp(-inf - -inf) = NaN in its output and every weight (the correct result
+// elsewhere). lse is not predicted (m + log l, or -inf, both occur).
+std::optional<Alternative> empty_row_nan(const Problem& p, const OracleResult& correct,
+                                         const PrecisionTraits& declared) {
+  if (correct.empty_rows.empty()) return std::nullopt;
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.predicts_lse = false;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [b, h, i] : correct.empty_rows) {
+    for (int64_t d = 0; d < p.dv; ++d) a.result.out[out_index(p, b, h, i, d)] = nan;
+    for (int64_t j = 0; j < p.tk; ++j) a.result.weights[weight_index(p, b, h, i, j)] = nan;
+  }
+  return a;
+}
+
 std::vector<Hypothesis> make_table() {
   return {
       {"scale_one", "output matches attention with scale = 1 (missing 1/sqrt(dk)?)",
@@ -381,6 +506,21 @@ std::vector<Hypothesis> make_table() {
        "output matches masking by adding -1e9 to disallowed scores (an additive mask in place "
        "of -inf?)",
        masked_by_fill([](double s) { return static_cast<Real>(s) - Real{1e9}; }, true)},
+      {"softcap_without_division",
+       "output matches the softcap written as c * tanh(s) (the division by c left out?)",
+       softcap_without_division},
+      {"empty_row_nan",
+       "output is NaN exactly on the rows without allowed keys (softmax over all -inf scores, "
+       "the empty-row policy not applied?)",
+       empty_row_nan},
+      {"undeclared_flush",
+       "output fits the declared arithmetic with flush-to-zero but not without it (results "
+       "below twice the smallest normal flushed, not declared?)",
+       undeclared_flush},
+      {"small_exps_dropped",
+       "output matches attention with the weights of keys far below the row's max dropped (an "
+       "exp that returns 0 early, far above the format's underflow?)",
+       nullptr, small_exps_dropped},
       {"computed_in_f32",
        "output fits f32 arithmetic's tolerance but not the declared f64 one (computed in f32?)",
        computed_in(DType::f64, DType::f32)},
@@ -391,8 +531,11 @@ std::vector<Hypothesis> make_table() {
   };
 }
 
+// A NaN matches only an alternative's NaN (empty_row_nan predicts them); the
+// correct result never has one.
 bool within(double got, double expected, double tol) {
-  return got == expected || std::fabs(got - expected) <= tol;
+  return got == expected || (std::isnan(got) && std::isnan(expected)) ||
+         std::fabs(got - expected) <= tol;
 }
 
 // One array of an output against a hypothesis.
@@ -454,32 +597,38 @@ std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got,
   const bool lse = info.has(ATTNCHECK_FEATURE_LSE) && got.lse.size() == correct.lse.size();
   // Values the oracle reports uncertified are still within an ulp of the
   // exact ones, far inside any tolerance: good enough to name a suspect.
-  for (const Hypothesis& h : hypothesis_table()) {
-    std::optional<Alternative> alt;
-    try {
-      alt = h.alternative(p, correct, info.precision);
-    } catch (const std::exception&) {
-      continue;  // a problem the hypothesis can not be computed for explains nothing
-    }
-    if (!alt) continue;
-    const Tolerances alt_tol = tolerances(alt->problem, alt->result, alt->traits);
+  const auto explains = [&](const Alternative& alt) {
+    const Tolerances alt_tol = tolerances(alt.problem, alt.result, alt.traits);
     // Beyond the first-order analysis the alternative's tolerance is not
     // trusted: no claim either way.
-    if (alt_tol.ill_conditioned_rows > 0) continue;
-    const OracleResult& r = alt->result;
+    if (alt_tol.ill_conditioned_rows > 0) return false;
+    const OracleResult& r = alt.result;
     Verdict v;
     judge({got.out, correct.out, tol.out, r.out, alt_tol.out, static_cast<size_t>(p.dv)},
-          tol.ill_conditioned, alt->same_values, v);
+          tol.ill_conditioned, alt.same_values, v);
     if (v.matches && weights) {
       judge({got.weights, correct.weights, tol.weights, r.weights, alt_tol.weights,
              static_cast<size_t>(p.tk)},
-            tol.ill_conditioned, alt->same_values, v);
+            tol.ill_conditioned, alt.same_values, v);
     }
-    if (v.matches && lse && alt->predicts_lse) {
+    if (v.matches && lse && alt.predicts_lse) {
       judge({got.lse, correct.lse, tol.lse, r.lse, alt_tol.lse, 1}, tol.ill_conditioned,
-            alt->same_values, v);
+            alt.same_values, v);
     }
-    if (v.matches && v.told_apart) names.push_back(h.name);
+    return v.matches && v.told_apart;
+  };
+  for (const Hypothesis& h : hypothesis_table()) {
+    std::vector<Alternative> alts;
+    try {
+      if (h.candidates) {
+        alts = h.candidates(p, correct, info.precision);
+      } else if (auto alt = h.alternative(p, correct, info.precision)) {
+        alts.push_back(std::move(*alt));
+      }
+    } catch (const std::exception&) {
+      continue;  // a problem the hypothesis can not be computed for explains nothing
+    }
+    if (std::any_of(alts.begin(), alts.end(), explains)) names.push_back(h.name);
   }
   return names;
 }

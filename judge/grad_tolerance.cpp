@@ -104,8 +104,10 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
 
   const double u = unit_roundoff(t.accum);
   const double e = t.exp_ulps;
-  const double eta_a = underflow_unit(t.accum, t.flush_to_zero);
-  const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
+  // Each format's own flush (ftz_formats; flush_to_zero speaks for all
+  // when it is 0): twice its smallest normal where it flushes.
+  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
+  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
   // Rounding of the final value: the cast to the output format when it is
   // not the accumulation format (the last operation's own rounding is in the
   // gammas below), and the oracle's rounding of the exact value.

@@ -1,5 +1,6 @@
 #include "attncheck/tolerance.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -10,7 +11,9 @@
 // c the exact output element, A = sum_j a_j |v_j|, S_j = sigma sum_t |q_t k_jt|,
 // n the number of allowed keys. u_a, u_p, u_o are the unit roundoffs of the
 // accumulation format, of the format P is cast to before P.V (0 when it is
-// not cast) and of the output format; e is the declared exp error in ulps.
+// not cast) and of the output format; u_s that of the format scores are
+// stored in before softmax (s_cast; 0 when S stays in the accumulation
+// format); e is the declared exp error in ulps.
 //
 // A computed logit s^_j = s_j + d_j with |d_j| <= D_j perturbs the weights to
 // a_j (1 + d_j - sum_l a_l d_l) to first order, so the output moves by
@@ -22,6 +25,52 @@
 // remainder of the two nested perturbations (logits, then normalisation).
 
 namespace attncheck {
+namespace {
+
+// Logit error of storing scores in the s_cast format, unit roundoff u_s
+// (SPEC 4 "Version 2 terms"), for a key with |s_j| = `abs_s` and
+// |s_j - bias_j| = `capped` (|t_j| without a softcap). Eager framework code
+// rounds S to its tensor's format after each operation:
+//   S1 = fl_s(q . k)         the matmul's result: a relative error u_s of
+//                            q . k, which the product by sigma carries to
+//                            u_s |t_j|;
+//   S2 = fl_s(sigma S1)      torch's `matmul(q, k^T) * scale`: u_s |t_j| more
+//                            (code that scales q first, or folds sigma into
+//                            the matmul, rounds once: the bound covers it);
+//   S3 = fl_s(S2 + bias_j)   the additive mask / bias: u_s |s_j|.
+// Without a softcap, 2 |t_j| + |s_j| (SPEC 4's first-order start). With a
+// softcap written as framework code writes it, S2 / c, tanh and * c are
+// three more tensors in the format: the two errors of t_j and the rounding
+// of x = t_j / c (3 u_s |x| in x) pass through c tanh'(x) = c sech^2 x, and
+// c |x| sech^2 x <= c |tanh x| = |s_j - bias_j| (x sech^2 x <= tanh x), so
+// they cost 3 u_s |s_j - bias_j|; tanh's and * c's roundings u_s |s_j -
+// bias_j| each; 5 |s_j - bias_j| + |s_j| in all. Products of two of these
+// relative errors are O(u_s^2), inside kSecondOrderFactor.
+//
+// Softmax then reads the rounded scores: its max m^ is a rounded score,
+// within D_max of m, so the subtraction s^_j - m^ and the lse terms (4 u_a
+// (|s_j| + |m|) and N) grow by u_a D, again a product of two small
+// relative errors, inside kSecondOrderFactor; the shift itself cancels in
+// the normalisation whichever key holds the max.
+double s_cast_logit_error(bool softcap, double capped, double abs_s, double u_s) {
+  return u_s * (softcap ? 5 * capped + abs_s : 2 * capped + abs_s);
+}
+
+// Whether storing q . k of key j (or sigma times it) in `s_format` may round
+// to an infinity: |q . k| <= sum_t |q_t k_jt|, computed within gamma_dot of
+// that, and the stored value may round up by u_s. Such a key is beyond any
+// first-order bound: an infinity in S makes the row NaN or drops the key.
+bool scores_may_overflow(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j,
+                         DType s_format, double gamma_dot) {
+  double abs_qk = 0;
+  const int64_t g = p.kv_head(h);
+  for (int64_t d = 0; d < p.dk; ++d) abs_qk += std::fabs(p.q.at(b, h, i, d) * p.k.at(b, g, j, d));
+  const double largest = abs_qk * std::max(1.0, std::fabs(p.scale)) * (1 + gamma_dot) *
+                         (1 + unit_roundoff(s_format));
+  return !(largest < max_finite(s_format));
+}
+
+}  // namespace
 
 double gamma(double n, double u) {
   const double nu = n * u;
@@ -46,17 +95,26 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
   const double u_o = unit_roundoff(p.dtype);
   const double e = t.exp_ulps;
   // Underflow, where relative bounds stop holding: a value rounded below the
-  // normal range errs by up to half the smallest subnormal of its format
-  // (the smallest normal when flushing). eta_p: each weight or P element,
-  // in the format P is kept in (accumulation, or the cast if coarser);
-  // eta_a: each product a_j v_j (or p_j v_j) of the weighted sum; eta_o:
-  // the output.
-  const double eta_a = underflow_unit(t.accum, t.flush_to_zero);
-  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flush_to_zero));
-  const double eta_o = underflow_unit(p.dtype, t.flush_to_zero);
+  // normal range errs by up to half the smallest subnormal of its format;
+  // in a format declared flushing (ftz_formats, or flush_to_zero for all),
+  // an exp result or a product below twice the smallest normal may become
+  // 0 (SPEC 4), an error below twice the smallest normal. eta_p: each
+  // weight or P element, in the format P is kept in (the exp's result in
+  // the accumulation format, then the cast's when P is cast); eta_a: each
+  // product a_j v_j (or p_j v_j) of the weighted sum; eta_o: the output.
+  // An unnormalised p_j = exp(s_j - m) flushed to 0 errs by eta in p_j and
+  // eta / l <= eta in a_j (l >= 1), so eta_p bounds both.
+  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
+  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flushes(kFtzPCast)));
+  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
   // A dot product of dk terms costs gamma_dk; one more rounding for sigma
   // itself in the accumulation format and one for the product by sigma.
   const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);
+  // Scores stored in another format (s_cast, SPEC 1.1 "score storage"): 0
+  // when S stays in the accumulation format, whose roundings the terms
+  // above already count.
+  const DType s_format = t.s_cast_format();
+  const double u_s = s_format == t.accum ? 0.0 : unit_roundoff(s_format);
 
   std::vector<double> D(static_cast<size_t>(p.tk));
   std::vector<int64_t> keys;
@@ -82,6 +140,7 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
         const double gamma_n = gamma(n, u_a);
 
         double sum_aD = 0;
+        bool overflows = false;
         for (int64_t j = 0; j < p.tk; ++j) {
           if (!p.allowed(b, h, i, j)) continue;
           const size_t w = weight_index(p, b, h, i, j);
@@ -91,12 +150,17 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           // by |s_j| + |m| (4 roundings covers subtract, add, and the
           // re-association of either when an implementation folds them).
           double d = gamma_dot * o.abs_dot[w] + 4 * u_a * (std::fabs(s) + std::fabs(m));
+          const double capped = std::fabs(s - p.bias_at(b, h, i, j));  // |c tanh(t / c)|, or |t|
           if (p.softcap > 0) {
             // tanh within e ulps (an ulp is at most 2u of the value: 2e u),
             // the product by c one rounding, and the division t / c one
             // rounding whose effect through c tanh'(x) is at most
             // u |c tanh(x)| because x sech^2 x <= tanh x.
-            d += (2 * e + 2) * u_a * std::fabs(s - p.bias_at(b, h, i, j));
+            d += (2 * e + 2) * u_a * capped;
+          }
+          if (u_s > 0) {
+            d += s_cast_logit_error(p.softcap > 0, capped, std::fabs(s), u_s);
+            if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
           D[static_cast<size_t>(j)] = d;
           sum_aD += o.weights[w] * d;
@@ -114,7 +178,7 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
         // and of its use (2u): (2e + 2) u per exp, (1 + r) exps per weight.
         const double eps = (2 * e + 2) * (1 + r) * u_a + u_p;
 
-        if (sum_aD > kFirstOrderLimit || eps > kFirstOrderLimit ||
+        if (overflows || sum_aD > kFirstOrderLimit || eps > kFirstOrderLimit ||
             gamma_n > kFirstOrderLimit) {
           tol.ill_conditioned[row] = 1;
           ++tol.ill_conditioned_rows;
@@ -174,6 +238,9 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
         // Weights: the logit errors of the row, the exps, the sum and the
         // division; underflow as for the output, the / l of SPEC 4's
         // eta_p / l dropped for implementations that round a_j = p_j / l.
+        // plugin.h lets an implementation return P before or after its
+        // p_cast: u_p (in eps) and eta_p are charged to every weight, so
+        // both pass, and a weight before the cast uses less of its budget.
         for (int64_t j = 0; j < p.tk; ++j) {
           if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
           const size_t w = weight_index(p, b, h, i, j);

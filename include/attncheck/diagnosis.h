@@ -44,11 +44,19 @@ struct Alternative {
 using AlternativeFn = std::function<std::optional<Alternative>(
     const Problem& p, const OracleResult& correct, const PrecisionTraits& declared)>;
 
-/// One known bug class.
+/// Several alternatives of one bug class for a problem, for a class with a
+/// parameter the problem does not fix (the threshold below which an exp
+/// returns 0); empty where none applies.
+using AlternativesFn = std::function<std::vector<Alternative>(
+    const Problem& p, const OracleResult& correct, const PrecisionTraits& declared)>;
+
+/// One known bug class. It explains an output when its alternative does, or
+/// (with `candidates`) when any one of them does.
 struct Hypothesis {
   std::string name;         ///< listed in the JSON report's "diagnosis"
   std::string description;  ///< the report line after "diagnosis: "
   AlternativeFn alternative;
+  AlternativesFn candidates = {};  ///< used instead of `alternative` when set
 };
 
 /// Every known bug class, in report order.

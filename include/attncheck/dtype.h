@@ -45,7 +45,9 @@ double unit_roundoff(DType d);
 
 /// Half the smallest positive subnormal (the absolute underflow error of
 /// round-to-nearest; for f64, which cannot express that half, the smallest
-/// subnormal), or the smallest normal when subnormals are flushed.
+/// subnormal), or, when the format flushes, twice the smallest normal: SPEC
+/// 4's flush_to_zero covers every result below that (exps that return 0 for
+/// small normals included).
 double underflow_unit(DType d, bool flush_to_zero);
 
 /// Largest finite value of the format.

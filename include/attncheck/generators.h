@@ -48,6 +48,10 @@ struct GenSpec {
   /// When set, problem() draws exactly this shape (within the features and
   /// the require_* above) with seeded values: the real-size phase.
   std::optional<SizeShape> size;
+  /// The format scores are stored in before softmax when it is not the
+  /// accumulation format (PrecisionTraits::s_cast): q and k stay small
+  /// enough that its rounding keeps scores within the first-order analysis.
+  std::optional<DType> score_storage;
 };
 
 /// Memory layouts a strided problem can take.

@@ -28,7 +28,8 @@ enum class EmptyRowPolicy : uint32_t {
 /// Feature bits (ATTNCHECK_FEATURE_* of plugin.h).
 using Features = uint32_t;
 
-/// Bits of PrecisionTraits::ftz_formats: whose subnormals are flushed.
+/// Bits of PrecisionTraits::ftz_formats: which formats flush (results below
+/// twice their smallest normal may become 0, SPEC 4).
 inline constexpr uint32_t kFtzAccum = ATTNCHECK_FTZ_ACCUM;  ///< the accumulation format's
 inline constexpr uint32_t kFtzPCast = ATTNCHECK_FTZ_P_CAST;  ///< P's, after its cast
 inline constexpr uint32_t kFtzOut = ATTNCHECK_FTZ_OUT;      ///< the output's
@@ -40,17 +41,17 @@ struct PrecisionTraits {
   DType accum = DType::f64;   ///< format of score and sum accumulation
   DType p_cast = DType::f64;  ///< format P is rounded to before P.V
   uint32_t exp_ulps = 0;      ///< error of its exp, in ulps of accum
-  bool flush_to_zero = false; ///< subnormals flushed (all formats, unless ftz_formats)
+  bool flush_to_zero = false; ///< every format flushes (unless ftz_formats says which)
   int64_t key_block = 0;      ///< online-softmax block size; 0 = one pass
   /// Format S is rounded to before softmax; nullopt = accum (not cast).
   std::optional<DType> s_cast;
-  /// kFtz* bits of the formats whose subnormals are flushed; 0 = flush_to_zero
+  /// kFtz* bits of the formats that flush; 0 = flush_to_zero
   /// decides for all of them.
   uint32_t ftz_formats = 0;
 
   /// The format S is rounded to before softmax.
   DType s_cast_format() const { return s_cast.value_or(accum); }
-  /// Whether the format of kFtz* bit `which` flushes subnormals.
+  /// Whether the format of kFtz* bit `which` flushes.
   bool flushes(uint32_t which) const {
     return ftz_formats ? (ftz_formats & which) != 0 : flush_to_zero;
   }

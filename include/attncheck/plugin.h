@@ -72,8 +72,15 @@ extern "C" {
 #define ATTNCHECK_FEATURE_PAGED_KV    (1u << 17) /* k/v in pages, block_table */
 #define ATTNCHECK_FEATURE_DESCALE     (1u << 18) /* per-tensor descales */
 
-/* ftz_formats bits of a version 2 descriptor: whose subnormals are flushed */
-#define ATTNCHECK_FTZ_ACCUM  (1u << 0) /* the accumulation format's */
+/* ftz_formats bits of a version 2 descriptor: which formats flush. A
+   flushing format may turn any exp result or product below twice its
+   smallest normal into 0 (SPEC 4: vectorised exps return 0 for small
+   normals too, not only for subnormals); the tolerance then allows an
+   absolute error of twice the smallest normal there. Nothing flushed above
+   that is covered: an exp that returns 0 below 2^-100 in f32 is a bug
+   whatever is declared. */
+#define ATTNCHECK_FTZ_ACCUM  (1u << 0) /* the accumulation format's: exp
+                                          results, P, the products p_j v_j */
 #define ATTNCHECK_FTZ_P_CAST (1u << 1) /* P's, after its cast */
 #define ATTNCHECK_FTZ_OUT    (1u << 2) /* the output's */
 
@@ -115,9 +122,18 @@ typedef struct attncheck_problem {
   int64_t num_pages;                /* pages in k and v: [page][kv_h][slot][d] */
 } attncheck_problem;
 
+/* Weights: P normalised, either before or after its p_cast (the values
+   P . V used, or the unrounded ones: batched_bf16 returns P before the
+   cast, eager_bf16 after, as eager framework code does). Both are judged
+   alike: every weight's tolerance carries the cast's relative error
+   (u of p_cast) and its underflow (half the smallest subnormal of p_cast,
+   twice the smallest normal if it flushes), which a weight before the cast
+   does not use up. Unnormalised P (exp(s - m) without the division by the
+   row sum) is wrong either way. */
 typedef struct attncheck_outputs {
   void* out; int64_t out_strides[4]; /* [b][h][tq][dv], dtype */
-  double* weights;                  /* [b][h][tq][tk] contiguous, or NULL */
+  double* weights;                  /* [b][h][tq][tk] contiguous, or NULL:
+                                       P before or after its p_cast (above) */
   double* lse;                      /* [b][h][tq] contiguous, or NULL */
   char error[256];                  /* message when a call returns != 0 */
 } attncheck_outputs;
@@ -137,8 +153,26 @@ typedef struct attncheck_precision {
   uint32_t p_cast;                  /* dtype P is rounded to before P.V
                                        (= accum when not cast) */
   uint32_t exp_ulps;                /* error of the exp used, in ulps of
-                                       accum (0 = correctly rounded) */
-  uint32_t flush_to_zero;           /* 1 if subnormals are flushed */
+                                       accum (0 = correctly rounded); also
+                                       bounds tanh's with a softcap. For an
+                                       exp whose error grows with |x|,
+                                       declare the largest error over every
+                                       argument the kernel passes it:
+                                       s - m from 0 down to where exp's
+                                       result leaves accum's normal range
+                                       (about -87.3 in f32, -708.4 in f64;
+                                       -103.3 and -744.4 while subnormal
+                                       results are kept), and the rescale
+                                       exps of an online softmax. An exp
+                                       within 2 ulps near 0 and 6 near -87
+                                       declares 6: each weight is judged by
+                                       its own relative bound, and the
+                                       smallest weights are the ones whose
+                                       exp erred most. */
+  uint32_t flush_to_zero;           /* 1 if every format flushes results
+                                       below twice its smallest normal
+                                       (version 1; a version 2 descriptor's
+                                       ftz_formats says which) */
   int64_t key_block;                /* online-softmax block size; 0 = one pass */
 } attncheck_precision;
 

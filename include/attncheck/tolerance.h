@@ -17,7 +17,8 @@ struct Tolerances {
   std::vector<double> weights;  ///< [b][h][tq][tk]
   std::vector<double> lse;      ///< [b][h][tq]
   /// 1 where a row is beyond the first-order analysis (sum a_j D_j, eps or
-  /// gamma_n above kFirstOrderLimit): its elements must not be judged.
+  /// gamma_n above kFirstOrderLimit, or a score that may overflow the s_cast
+  /// format): its elements must not be judged.
   std::vector<uint8_t> ill_conditioned;
   int64_t ill_conditioned_rows = 0;
 };

@@ -50,8 +50,9 @@ constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "
 // Values of one tensor from one regime. `huge_exponent` is the tensor's own
 // safe limit: for q and k the largest power of two that keeps scores within
 // the first-order analysis, for v the largest that keeps sums of tk values
-// finite.
-std::vector<double> values(int64_t n, DType dtype, int huge_exponent) {
+// finite. `large_exponent` caps the large regime the same way where scores
+// are stored in a coarse format.
+std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_exponent) {
   const auto regime = static_cast<Regime>(pick(8));
   count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
   if (coverage) ++coverage->tensors;
@@ -71,7 +72,7 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent) {
       }
       break;
     case Regime::large: {  // up to 3 * 2^6: scores up to ~1e5, still first-order
-      const int exponent = *inRange(3, 7);
+      const int exponent = std::min(*inRange(3, 7), large_exponent);
       for (double& e : x) e = std::ldexp(small_int(3), exponent);
       break;
     }
@@ -373,16 +374,22 @@ Problem draw_problem(const GenSpec& spec) {
   // Safe limits: |s| <= dk (3 2^e)^2 stays 4x below 0.01 / u (SPEC 4's
   // first-order limit) for q and k; tk values of 3 2^e sum below the
   // largest finite value for v.
-  const double first_order = std::log2(0.01 / unit_roundoff(spec.dtype));
+  // Scores stored in a coarser format (s_cast) err by 3 u_s |s| (SPEC 4):
+  // the same limit with u_s, and the large regime (scores up to ~1e5, made
+  // for float scores) capped by it too.
+  const double u_scores = std::max(unit_roundoff(spec.dtype),
+                                   spec.score_storage ? unit_roundoff(*spec.score_storage) : 0.0);
+  const double first_order = std::log2(0.01 / u_scores);
   const int qk_huge = static_cast<int>(std::floor(
       (first_order - 2 - std::log2(9.0 * static_cast<double>(n.dk))) / 2));
+  const int qk_large = spec.score_storage ? qk_huge : 6;
   const int v_huge = std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(n.tk));
-  const auto tensor = [dtype = spec.dtype](int64_t size, int huge) {
-    return part([=] { return values(size, dtype, huge); });
+  const auto tensor = [dtype = spec.dtype](int64_t size, int huge, int large) {
+    return part([=] { return values(size, dtype, huge, large); });
   };
-  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, qk_huge), {n.batch, n.heads, n.tq, n.dk}, layout);
-  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge), {n.batch, n.kv_heads, n.tk, n.dk}, layout);
-  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge), {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, qk_huge, qk_large), {n.batch, n.heads, n.tq, n.dk}, layout);
+  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge, qk_large), {n.batch, n.kv_heads, n.tk, n.dk}, layout);
+  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge, 6), {n.batch, n.kv_heads, n.tk, n.dv}, layout);
   if (coverage) {
     ++coverage->problems;
     if (!st.causal && !st.window && p.key_valid.empty() && !p.mask) count("constraints none");
@@ -441,6 +448,9 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   s.dtype = dtype;
   s.features = info.features;
   s.limits = info.limits;
+  if (info.precision.s_cast_format() != info.precision.accum) {
+    s.score_storage = info.precision.s_cast_format();
+  }
   return s;
 }
 

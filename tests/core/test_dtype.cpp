@@ -30,6 +30,19 @@ TEST(DType, RoundsToNearestEven) {
   EXPECT_THROW(parse_dtype("f8"), InputError);
 }
 
+TEST(DType, UnderflowUnitIsHalfTheSmallestSubnormalOrTwiceTheSmallestNormal) {
+  EXPECT_EQ(underflow_unit(DType::f32, false), 0x1p-150);
+  EXPECT_EQ(underflow_unit(DType::bf16, false), 0x1p-134);
+  EXPECT_EQ(underflow_unit(DType::f16, false), 0x1p-25);
+  EXPECT_EQ(underflow_unit(DType::f64, false), 0x1p-1074);  // no half of it exists
+  // SPEC 4: a flushing format may drop anything below twice its smallest
+  // normal (vectorised exps return 0 for small normals).
+  EXPECT_EQ(underflow_unit(DType::f32, true), 0x1p-125);
+  EXPECT_EQ(underflow_unit(DType::bf16, true), 0x1p-125);
+  EXPECT_EQ(underflow_unit(DType::f16, true), 0x1p-13);
+  EXPECT_EQ(underflow_unit(DType::f64, true), 0x1p-1021);
+}
+
 TEST(DType, Fp8FormatsAreKnownButNotParsed) {
   EXPECT_EQ(dtype_name(DType::e4m3), "e4m3");
   EXPECT_EQ(dtype_name(DType::e5m2), "e5m2");

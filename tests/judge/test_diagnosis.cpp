@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <set>
@@ -78,6 +79,8 @@ const std::vector<Expected> kBrokenInTable = {
     // problem computes right. ExtremeScoresStayFinite fails it on the
     // shrunk problem itself (masked scores grow with the rest).
     {"broken_mask_fill_1e9", "mask_fill_1e9", "ExtremeScoresStayFinite"},
+    {"broken_empty_row_nan", "empty_row_nan"},
+    {"broken_exp_flushes_tiny", "small_exps_dropped"},
 };
 
 // The property made to catch the implementation, or MatchesOracle where
@@ -109,7 +112,7 @@ TEST(Diagnosis, TableNamesAreUniqueAndEveryExpectedNameExists) {
   for (const Hypothesis& h : hypothesis_table()) {
     EXPECT_TRUE(names.insert(h.name).second) << h.name;
     EXPECT_FALSE(h.description.empty()) << h.name;
-    EXPECT_TRUE(h.alternative) << h.name;
+    EXPECT_TRUE(h.alternative || h.candidates) << h.name;
   }
   for (const Expected& e : kBrokenInTable) EXPECT_TRUE(names.count(e.hypothesis)) << e.hypothesis;
 }
@@ -225,6 +228,14 @@ const std::vector<MadeHere> kMadeHere = {
          return p;
        });
      }},
+    {"softcap_without_division", "softcap_without_division",
+     [] {
+       // c tanh(scale q.k) is c tanh((c scale) q.k / c).
+       return variant("loop_f64", "softcap_without_division", [](Problem p) {
+         p.scale *= p.softcap > 0 ? p.softcap : 1;
+         return p;
+       });
+     }},
     {"f32_stored_in_bf16", "computed_in_bf16",
      [] {
        return variant(
@@ -282,6 +293,45 @@ TEST(Diagnosis, HypothesesThatChangeNothingAreNotReported) {
   // The alignment bug on a square problem computes the right thing.
   const auto swapped = find_impl("broken_alignment_swapped");
   EXPECT_TRUE(diagnose(p, swapped->forward(p), swapped->info()).empty());
+}
+
+TEST(Diagnosis, AnUndeclaredFlushIsNamedAndTheEarlyExpIsNotAFlush) {
+  // Scores 0 and -708: the second weight, e^-708 = 3.3e-308, is 1.48 times
+  // f64's smallest normal. A kernel that flushes results
+  // below twice the smallest normal returns 0 for it (and for the output,
+  // its weight times 1) without declaring a flush.
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 2, 1, 1);
+  p.scale = 1;
+  p.q.at(0, 0, 0, 0) = 1;
+  p.k.at(0, 0, 1, 0) = -708;
+  p.v.at(0, 0, 1, 0) = 1;
+  const auto flushing = variant(
+      "loop_f64", "flushing", [](Problem q) { return q; },
+      [](ForwardResult& r) {
+        for (auto* a : {&r.out, &r.weights})
+          for (double& x : *a)
+            if (std::fabs(x) < 0x1p-1021) x = 0;
+      });
+  const ForwardResult r = flushing->forward(p);
+  ASSERT_EQ(r.weights.at(1), 0.0);
+  const auto names = diagnose(p, r, flushing->info());
+  EXPECT_TRUE(contains(names, "undeclared_flush")) << joined(names);
+  // Below the flush range no early-exp threshold is tried.
+  EXPECT_FALSE(contains(names, "small_exps_dropped")) << joined(names);
+  // Declared, the flush is no bug, and the correct kernel gets no name.
+  ImplInfo declared = flushing->info();
+  declared.precision.ftz_formats = kFtzAccum;
+  EXPECT_FALSE(contains(diagnose(p, r, declared), "undeclared_flush"));
+  const auto correct = find_impl("loop_f64");
+  EXPECT_TRUE(diagnose(p, correct->forward(p), correct->info()).empty());
+  // The exp that returns 0 below 2^-100 is not a flush: e^-80 is far above
+  // what any declared flush covers.
+  Problem q = p;
+  q.k.at(0, 0, 1, 0) = -80;
+  const auto tiny = find_impl("broken_exp_flushes_tiny");
+  const auto tiny_names = diagnose(q, tiny->forward(q), tiny->info());
+  EXPECT_TRUE(contains(tiny_names, "small_exps_dropped")) << joined(tiny_names);
+  EXPECT_FALSE(contains(tiny_names, "undeclared_flush")) << joined(tiny_names);
 }
 
 TEST(Diagnosis, UnexplainedFailureSaysSo) {

@@ -4,6 +4,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "attncheck/compare.h"
 #include "attncheck/oracle.h"
@@ -97,6 +99,151 @@ TEST(Tolerance, MaskedWeightsAndEmptyRowsHaveZeroTolerance) {
   EXPECT_EQ(t.weights[1], 0.0);  // disallowed
   EXPECT_EQ(t.out[2], 0.0);      // empty row: exact zeros expected
   EXPECT_EQ(t.lse[1], 0.0);
+}
+
+// One query, keys k_j = [x_j] (dk 1), scale 1, values 0 and 1: the output
+// is the weight of key 1, so weights and output show the same logit error.
+Problem one_query(DType dtype, std::vector<double> keys) {
+  Problem p = Problem::zeros(dtype, 1, 1, 1, 1, static_cast<int64_t>(keys.size()), 1, 1);
+  p.scale = 1;
+  p.q.at(0, 0, 0, 0) = 1;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    p.k.at(0, 0, static_cast<int64_t>(j), 0) = keys[j];
+    p.v.at(0, 0, static_cast<int64_t>(j), 0) = j == 1 ? 1 : 0;
+  }
+  return p;
+}
+
+PrecisionTraits scores_in(DType s_cast) {
+  PrecisionTraits t = traits(DType::f32);
+  t.s_cast = s_cast;
+  return t;
+}
+
+TEST(Tolerance, ScoreStorageAddsItsDerivedTerm) {
+  // SPEC 4: scores stored in s_cast cost u_s (2 |t_j| + |s_j|) per logit
+  // (q k^T and * scale rounded, then the bias addition). lse's bound is
+  // 1.25 (sum_j a_j D_j + ...), so the difference of the two bounds is
+  // exactly 1.25 sum_j a_j u_s (2 |t_j| + |s_j|) with t = s (no bias).
+  const Problem p = one_query(DType::f32, {3, -1.5});
+  const OracleResult o = oracle(p);
+  const Tolerances plain = tolerances(p, o, traits(DType::f32));
+  const Tolerances stored = tolerances(p, o, scores_in(DType::bf16));
+  double expected = 0;
+  for (int j = 0; j < 2; ++j) expected += o.weights[j] * 0x1p-8 * 3 * std::fabs(o.scores[j]);
+  EXPECT_NEAR(stored.lse[0] - plain.lse[0], kSecondOrderFactor * expected, 1e-12 * expected);
+  // s_cast equal to the accumulation format is no cast at all.
+  EXPECT_EQ(tolerances(p, o, scores_in(DType::f32)).lse[0], plain.lse[0]);
+  // With a softcap the errors of t pass through tanh' and are bounded by
+  // |s_j - bias_j|: 5 |s - b| + |s|, never the raw |t|.
+  Problem capped = p;
+  capped.softcap = 1;
+  const OracleResult oc = oracle(capped);
+  const double base = tolerances(capped, oc, traits(DType::f32)).lse[0];
+  expected = 0;
+  for (int j = 0; j < 2; ++j) expected += oc.weights[j] * 0x1p-8 * 6 * std::fabs(oc.scores[j]);
+  EXPECT_NEAR(tolerances(capped, oc, scores_in(DType::bf16)).lse[0] - base,
+              kSecondOrderFactor * expected, 1e-12 * expected);
+}
+
+TEST(Tolerance, ScoresRoundedToBf16PassOnlyWhenDeclared) {
+  // q . k = 3.0244140625 (exact in f32) is stored as 3.03125 in bf16; the
+  // softmax of the stored scores in double stands for an eager kernel with
+  // no other error. Declared s_cast = bf16 it passes; declared as float
+  // scores (the lying twin) its 0.0068 logit error is far outside.
+  const Problem p = one_query(DType::f32, {3.0244140625, 0});
+  const OracleResult o = oracle(p);
+  const double s0 = round_to(DType::bf16, 3.0244140625);
+  ASSERT_EQ(s0, 3.03125);
+  const double l = std::exp(s0) + 1;
+  const std::vector<double> weights = {std::exp(s0) / l, 1 / l};
+  const std::vector<double> out = {1 / l};
+  for (const auto& [t, should_pass] : {std::pair{scores_in(DType::bf16), true},
+                                       std::pair{traits(DType::f32), false}}) {
+    const Tolerances tol = tolerances(p, o, t);
+    ASSERT_EQ(tol.ill_conditioned_rows, 0);
+    Comparison c;
+    c.add("weights", {1, 1, 1, 2}, weights, o.weights, tol.weights);
+    c.add("out", {1, 1, 1, 1}, out, o.out, tol.out);
+    EXPECT_EQ(c.ok(), should_pass) << c.describe_failures();
+    if (should_pass) {
+      EXPECT_LT(c.max_budget_used, 0.5);
+    }
+  }
+}
+
+TEST(Tolerance, StoredScoresThatMayOverflowAreIllConditioned) {
+  // f16's largest finite value is 65504: q . k = 256 * 256 rounds to an
+  // infinity however small the scale makes the logit (2^-12: s = 16, whose
+  // rounding alone would be first-order), while 255 * 256 = 65280 stays
+  // finite.
+  for (const auto& [key, overflows] : {std::pair{256.0, true}, std::pair{255.0, false}}) {
+    Problem p = one_query(DType::f32, {key, 0});
+    p.q.at(0, 0, 0, 0) = 256;
+    p.scale = 0x1p-12;
+    const OracleResult o = oracle(p);
+    EXPECT_EQ(tolerances(p, o, scores_in(DType::f16)).ill_conditioned_rows, overflows ? 1 : 0)
+        << key;
+    EXPECT_EQ(tolerances(p, o, traits(DType::f32)).ill_conditioned_rows, 0) << key;
+  }
+}
+
+TEST(Tolerance, WeightsBeforeOrAfterThePCastBothPass) {
+  // plugin.h: returned weights may be P before or after its p_cast. Scores
+  // 0.3 and 0: the exact weights, and the same rounded to bf16 (an error
+  // near 2^-9 relative), pass with p_cast = bf16; rounded without the cast
+  // declared they do not.
+  const Problem p = one_query(DType::f32, {0.3, 0});
+  const OracleResult o = oracle(p);
+  std::vector<double> after = o.weights;
+  for (double& a : after) a = round_to(DType::bf16, a);
+  ASSERT_NE(after, o.weights);
+  PrecisionTraits cast = traits(DType::f32);
+  cast.p_cast = DType::bf16;
+  const auto judged = [&](const std::vector<double>& w, const PrecisionTraits& t) {
+    Comparison c;
+    c.add("weights", {1, 1, 1, 2}, w, o.weights, tolerances(p, o, t).weights);
+    return c.ok();
+  };
+  EXPECT_TRUE(judged(o.weights, cast));
+  EXPECT_TRUE(judged(after, cast));
+  EXPECT_FALSE(judged(after, traits(DType::f32)));
+}
+
+TEST(Tolerance, FlushCoversSmallNormalsOfTheFormatsDeclaredFlushing) {
+  // Scores 0 and -87: the second weight is e^-87 / (1 + e^-87) = 1.65e-38,
+  // 1.4 times f32's smallest normal (issue 17's vectorised exp flushed
+  // below 1.41 times it). A kernel whose exp returns 0 there gives weight 0
+  // and output 0.
+  const Problem p = one_query(DType::f32, {0, -87});
+  const OracleResult o = oracle(p);
+  ASSERT_GT(o.weights[1], 0x1p-126);
+  ASSERT_LT(o.weights[1], 0x1p-125);
+  const std::vector<double> weights = {1, 0};
+  const std::vector<double> out = {0};
+  const auto judged = [&](const PrecisionTraits& t) {
+    const Tolerances tol = tolerances(p, o, t);
+    Comparison c;
+    c.add("weights", {1, 1, 1, 2}, weights, o.weights, tol.weights);
+    c.add("out", {1, 1, 1, 1}, out, o.out, tol.out);
+    return c.ok();
+  };
+  PrecisionTraits t = traits(DType::f32);
+  EXPECT_FALSE(judged(t));  // no flush declared
+  t.flush_to_zero = true;   // version 1: every format flushes
+  EXPECT_TRUE(judged(t));
+  t.flush_to_zero = false;
+  t.ftz_formats = kFtzAccum;  // the exp's format
+  EXPECT_TRUE(judged(t));
+  t.ftz_formats = kFtzOut;  // only the output flushes: the weight may not vanish
+  EXPECT_FALSE(judged(t));
+  // A weight far above the flush range may not vanish whatever is declared:
+  // scores 0 and -80 give 1.8e-35, 1500 times the smallest normal.
+  const Problem q = one_query(DType::f32, {0, -80});
+  const OracleResult oq = oracle(q);
+  t.ftz_formats = kFtzAccum | kFtzPCast | kFtzOut;
+  const Tolerances tol = tolerances(q, oq, t);
+  EXPECT_GT(std::fabs(0 - oq.weights[1]), tol.weights[1]);
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 
 #include <rapidcheck.h>
 
+#include "attncheck/oracle.h"
 #include "attncheck/registry.h"
+#include "attncheck/tolerance.h"
 #include "attncheck/generators.h"
 
 namespace attncheck {
@@ -85,6 +87,36 @@ TEST(Generator, LimitsAreRespected) {
     EXPECT_EQ(p.dv, p.dk);
     EXPECT_LE(p.tq, 3);
   });
+}
+
+// An f32 kernel that stores its scores in bf16 (s_cast, issue 17): the
+// generator keeps q and k small enough that most problems stay within the
+// first-order analysis; unaware of the storage, its large regime alone makes
+// far more of them ill-conditioned.
+TEST(Generator, ScoresStoredInACoarseFormatStayMostlyJudgeable) {
+  ImplInfo info = find_impl("loop_f32")->info();
+  info.precision.s_cast = DType::bf16;
+  const gen::GenSpec spec = gen::spec_for(info, DType::f32);
+  ASSERT_EQ(spec.score_storage, DType::bf16);
+  gen::GenSpec unaware = spec;
+  unaware.score_storage.reset();
+  const auto ill_fraction = [&](const gen::GenSpec& s) {
+    int ill = 0, n = 0;
+    rc::Random random(12345);
+    const auto g = gen::problem(s);
+    for (int k = 0; k < 400; ++k) {
+      rc::Random r = random.split();
+      const Problem p = g(r, k % 100).value();
+      ill += tolerances(p, oracle(p), info.precision).ill_conditioned_rows > 0;
+      ++n;
+    }
+    return static_cast<double>(ill) / n;
+  };
+  const double aware = ill_fraction(spec), blind = ill_fraction(unaware);
+  std::cout << "ill-conditioned: " << 100 * aware << "% of problems, " << 100 * blind
+            << "% without score_storage\n";
+  EXPECT_LT(aware, 0.25);
+  EXPECT_GT(blind, aware + 0.05);
 }
 
 TEST(Generator, EmptyRowProblemsAlwaysHaveOne) {
