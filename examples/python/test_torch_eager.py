@@ -2,11 +2,22 @@
 
     softmax(q @ k.transpose(-2, -1) * scale + mask) @ v
 
-with an additive mask (0 where allowed, -inf elsewhere). Declared honestly:
-in bf16 the scores q @ k^T are stored in bf16 (s_cast bf16) and so are the
-weights softmax returns before the product with v (p_cast bf16), each
-product accumulating in f32. torch 1.13 has no f16 matrix product on the
-CPU, so f16 problems are answered UNSUPPORTED with torch's reason."""
+with an additive mask (0 where allowed, -inf elsewhere), declared honestly.
+
+bf16 is declared with bf16 accumulation, not f32 with scores and weights
+stored in bf16 (s_cast, p_cast), because that is what torch 1.13 computes on
+the CPU: a bf16 batched matmul accumulates in f32 (oneDNN) only when
+batch * m * k * n > 16^3 and oneDNN's bf16 path is enabled (it needs
+AVX-512); otherwise each product is rounded to bf16 and added to a running
+sum kept in bf16 (bitwise, as measured for README "From Python"). Most
+generated problems are that small. The scalar `scale` is rounded to bf16
+before the product, softmax computes in float from the bf16 scores and
+stores bf16 weights. Declared as f32 accumulation with s_cast and p_cast
+bf16, the check fails MatchesOracle (q.k = 0.140625 + 3.875 stored as 4.0),
+KeyTranslationInvariance and ExtremeScoresStayFinite (README "From Python").
+
+torch 1.13 has no f16 matrix product on the CPU, so f16 problems are
+answered UNSUPPORTED with torch's reason."""
 
 import torch
 
@@ -36,7 +47,7 @@ torch_eager_f32 = attncheck.implementation(
     precision={"accum": "f32"})(eager)
 torch_eager_bf16 = attncheck.implementation(
     name="torch_eager_bf16", dtypes=["bf16"], features=FEATURES, empty_rows="zero",
-    precision={"accum": "f32", "s_cast": "bf16", "p_cast": "bf16"})(eager)
+    precision={"accum": "bf16"})(eager)
 torch_eager_f16 = attncheck.implementation(
     name="torch_eager_f16", dtypes=["f16"], features=FEATURES, empty_rows="zero",
     precision={"accum": "f32", "s_cast": "f16", "p_cast": "f16"})(eager)
