@@ -30,13 +30,13 @@ def mha(p):
     attn_mask = torch.zeros(b * h, tq, tk)
     allowed = torch.from_numpy(p.allowed()).reshape(b * h, tq, tk)
     if p.key_valid is not None:  # key padding goes in its own argument
-        allowed |= ~torch.from_numpy(p.key_valid)[:, None, None, :].expand(b, h, tq, tk).reshape(
-            b * h, tq, tk)
+        padded = ~torch.from_numpy(p.key_valid.copy())
+        allowed |= padded[:, None, None, :].expand(b, h, tq, tk).reshape(b * h, tq, tk)
     attn_mask.masked_fill_(~allowed, float("-inf"))
     out, weights = F.multi_head_attention_forward(
         q, k, v, e, h, in_proj_weight=torch.cat([eye, eye, eye]), in_proj_bias=torch.zeros(3 * e),
         bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0,
         out_proj_weight=eye, out_proj_bias=torch.zeros(e), training=False,
-        key_padding_mask=None if p.key_valid is None else ~torch.from_numpy(p.key_valid),
+        key_padding_mask=None if p.key_valid is None else padded,
         need_weights=True, attn_mask=attn_mask, average_attn_weights=False)
     return out.reshape(tq, b, h, d).permute(1, 2, 0, 3), weights
