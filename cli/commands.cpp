@@ -2,10 +2,15 @@
 // prints, and maps outcomes to exit codes. main() is in main.cpp, so the
 // fuzz targets (tests/fuzz/) can drive run_cli in-process.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -59,7 +64,7 @@ void on_interrupt(int) {
 }
 
 struct CheckOptions {
-  std::vector<std::string> impls, plugins, properties;
+  std::vector<std::string> impls, plugins, python, properties;
   std::string dtype, profile = "ci", shard, report, junit, save_failures = "attncheck-failures";
   int cases = 0;
   std::string seed;
@@ -85,12 +90,94 @@ std::shared_ptr<const Implementation> find_any(const ImplList& plugins, const st
   return find_impl(name);
 }
 
-// The plugins at `paths`, loaded by workers unless --no-isolation: the
-// harness never opens a plugin it has not seen load safely.
-ImplList load_plugins_for(const std::vector<std::string>& paths, bool no_isolation,
+// How a Python file's implementations are served (README "From
+// Python"): by the interpreter this attncheck was built with (or
+// ATTNCHECK_PYTHON) running attncheck._worker, the package found beside
+// the program (build/python/) or where it was installed.
+WorkerCommand python_worker_command() {
+#ifdef ATTNCHECK_PYTHON_EXECUTABLE
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  std::string package;
+  for (const fs::path& where : {dir / "python", dir / ".." / ATTNCHECK_PYTHON_INSTALL_DIR}) {
+    if (fs::exists(where / "attncheck" / "__init__.py", ec)) {
+      package = fs::weakly_canonical(where, ec).string();
+      break;
+    }
+  }
+  if (package.empty()) {
+    throw InputError("--python: the attncheck Python package is neither beside this program "
+                     "(python/) nor installed (" ATTNCHECK_PYTHON_INSTALL_DIR ")");
+  }
+  const char* python = std::getenv("ATTNCHECK_PYTHON");
+  const char* path = std::getenv("PYTHONPATH");
+  return {python && *python ? python : ATTNCHECK_PYTHON_EXECUTABLE,
+          {"-m", "attncheck._worker"},
+          {"PYTHONPATH=" + package + (path && *path ? ":" + std::string(path) : ""),
+           "PYTHONUNBUFFERED=1"}};
+#else
+  throw InputError("--python: this attncheck was built without its Python module (Python 3 "
+                   "with NumPy and pybind11 were not found)");
+#endif
+}
+
+// "FILE.py:NAME" as (FILE.py, NAME), "FILE.py" as (FILE.py, "").
+std::pair<std::string, std::string> split_python_spec(const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || spec.find('/', colon) != std::string::npos) return {spec, ""};
+  return {spec.substr(0, colon), spec.substr(colon + 1)};
+}
+
+// The plugins at `paths` and the Python files of `python` (FILE.py[:NAME];
+// a --plugin path ending in .py is a Python file too, as reproduce lines
+// name a Python file's origin with --plugin), loaded by workers unless
+// --no-isolation: the harness never opens a plugin it has not seen load
+// safely, and never runs a Python file's code.
+ImplList load_plugins_for(const std::vector<std::string>& paths,
+                          const std::vector<std::string>& python, bool no_isolation,
                           int64_t timeout_ms) {
-  if (no_isolation) return load_plugins(paths);
-  return load_plugins_isolated(paths, IsolationOptions{timeout_ms});
+  std::map<std::string, std::vector<std::string>> wanted;  // Python file -> names ({} = all)
+  std::vector<std::string> files = paths;
+  for (const std::string& spec : python) {
+    const auto [file, name] = split_python_spec(spec);
+    if (file.empty()) throw InputError(fmt::format("--python: '{}' names no file", spec));
+    if (!wanted.count(file)) files.push_back(file);
+    if (!name.empty()) wanted[file].push_back(name);
+    else wanted[file];
+  }
+  for (const std::string& path : paths)
+    if (path.ends_with(".py")) wanted[path];
+  if (wanted.empty()) {
+    if (no_isolation) return load_plugins(files);
+    return load_plugins_isolated(files, IsolationOptions{timeout_ms});
+  }
+  if (no_isolation) {
+    throw InputError("--python: a Python implementation runs only in a worker (without "
+                     "--no-isolation)");
+  }
+  const WorkerCommand command = python_worker_command();
+  const IsolationOptions options{timeout_ms};
+  return load_plugins(files, [&](const std::string& path) {
+    const auto it = wanted.find(path);
+    if (it == wanted.end()) return load_plugins_isolated({path}, options);
+    ImplList impls = load_isolated("python", path, command, options);
+    if (it->second.empty()) return impls;
+    ImplList chosen;
+    for (const std::string& name : it->second) {
+      const auto found = std::find_if(impls.begin(), impls.end(),
+                                      [&](const auto& i) { return i->info().name == name; });
+      if (found == impls.end()) {
+        std::vector<std::string> names;
+        for (const auto& i : impls) names.push_back(i->info().name);
+        throw InputError(fmt::format("--python: {} declares no implementation '{}' (it "
+                                     "declares: {})",
+                                     path, name, fmt::join(names, ", ")));
+      }
+      chosen.push_back(*found);
+    }
+    return chosen;
+  });
 }
 
 // Every field `i` declares, a line each, foreign text made printable: what
@@ -133,8 +220,8 @@ void print_declaration(const ImplInfo& i) {
 }
 
 int describe_command(const std::string& name, const std::vector<std::string>& plugin_paths,
-                     bool json) {
-  const ImplList plugins = load_plugins_for(plugin_paths, false, kDefaultCallTimeoutMs);
+                     const std::vector<std::string>& python, bool json) {
+  const ImplList plugins = load_plugins_for(plugin_paths, python, false, kDefaultCallTimeoutMs);
   const auto impl = find_any(plugins, name);
   if (!impl) throw InputError(fmt::format("describe: unknown implementation '{}' (see attncheck list)", name));
   if (json) {
@@ -145,9 +232,10 @@ int describe_command(const std::string& name, const std::vector<std::string>& pl
   return kExitOk;
 }
 
-int list_command(const std::vector<std::string>& plugin_paths, bool verbose) {
+int list_command(const std::vector<std::string>& plugin_paths,
+                 const std::vector<std::string>& python, bool verbose) {
   ImplList impls = registered_impls();
-  for (auto& impl : load_plugins_for(plugin_paths, false, kDefaultCallTimeoutMs)) {
+  for (auto& impl : load_plugins_for(plugin_paths, python, false, kDefaultCallTimeoutMs)) {
     impls.push_back(std::move(impl));
   }
   if (verbose) {
@@ -175,7 +263,7 @@ int list_command(const std::vector<std::string>& plugin_paths, bool verbose) {
 // fixture's (or the default when it recorded none).
 struct ReplayOptions {
   std::string path, impl;
-  std::vector<std::string> plugins;
+  std::vector<std::string> plugins, python;
   bool no_isolation = false;
   bool strict = false, no_strict = false;
   std::optional<int64_t> timeout_ms;
@@ -207,7 +295,7 @@ int replay_command(const ReplayOptions& opt) {
                                  dtype_name(f.problem.dtype), opt.dtype));
   }
   const bool no_isolation = opt.no_isolation;
-  const ImplList plugins = load_plugins_for(opt.plugins, no_isolation, timeout_ms);
+  const ImplList plugins = load_plugins_for(opt.plugins, opt.python, no_isolation, timeout_ms);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
   // one implementation when the plugin has just one.
@@ -244,7 +332,8 @@ int oracle_command(const std::string& path) {
 
 int check_command(const CheckOptions& opt) {
   // Loaded first: a bad plugin is exit 2 before anything runs.
-  const ImplList plugins = load_plugins_for(opt.plugins, opt.no_isolation, opt.timeout_ms);
+  const ImplList plugins =
+      load_plugins_for(opt.plugins, opt.python, opt.no_isolation, opt.timeout_ms);
   SessionConfig config;
   config.shard = parse_shard(opt.shard);
   config.expected_failures = load_expected_failures(kExpectedFailuresPath);
@@ -316,6 +405,10 @@ int run_cli(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
   list->add_option("--plugin", list_plugins,
                    "also list this plugin's implementations (repeatable)")->check(kNonEmpty);
+  std::vector<std::string> list_python;
+  list->add_option("--python", list_python,
+                   "also list the implementations of this Python file, FILE.py[:NAME] "
+                   "(repeatable)")->check(kNonEmpty);
   list->add_flag("--verbose,-v", list_verbose,
                  "every declared field of each implementation (as describe)");
 
@@ -326,6 +419,10 @@ int run_cli(int argc, char** argv) {
   describe->add_option("NAME", describe_name, "implementation")->required()->check(kNonEmpty);
   describe->add_option("--plugin", describe_plugins, "load this plugin first (repeatable)")
       ->check(kNonEmpty);
+  std::vector<std::string> describe_python;
+  describe->add_option("--python", describe_python,
+                       "load this Python file's implementations first, FILE.py[:NAME] "
+                       "(repeatable)")->check(kNonEmpty);
   describe->add_flag("--json", describe_json, "as the report's \"implementations\" entry");
 
   CheckOptions opt;
@@ -336,6 +433,11 @@ int run_cli(int argc, char** argv) {
   check->add_option("--plugin", opt.plugins,
                     "shared library exporting attncheck_plugin_impls (repeatable); without "
                     "--impl, every implementation it exports is checked")
+      ->check(kNonEmpty);
+  check->add_option("--python", opt.python,
+                    "Python file declaring implementations with attncheck.implementation, "
+                    "FILE.py[:NAME] (repeatable); without --impl, every one named (all the "
+                    "file declares without :NAME) is checked")
       ->check(kNonEmpty);
   check->add_option("--property", opt.properties, "property to run (repeatable; default: all)")
       ->check(kNonEmpty);
@@ -371,6 +473,9 @@ int run_cli(int argc, char** argv) {
   replay->add_option("--plugin", ropt.plugins,
                      "load this plugin; its implementation judges the case (default: the "
                      "fixture's implementation if it exports it, else its only one)")
+      ->check(kNonEmpty);
+  replay->add_option("--python", ropt.python,
+                     "load this Python file, FILE.py[:NAME]; as --plugin")
       ->check(kNonEmpty);
   CLI::Option* replay_timeout =
       replay->add_option("--timeout-ms", replay_timeout_ms,
@@ -424,8 +529,10 @@ int run_cli(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (app.got_subcommand("list")) return list_command(list_plugins, list_verbose);
-    if (app.got_subcommand("describe")) return describe_command(describe_name, describe_plugins, describe_json);
+    if (app.got_subcommand("list")) return list_command(list_plugins, list_python, list_verbose);
+    if (app.got_subcommand("describe")) {
+      return describe_command(describe_name, describe_plugins, describe_python, describe_json);
+    }
     if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
     if (app.got_subcommand("replay")) {
       if (replay_timeout->count() > 0) ropt.timeout_ms = replay_timeout_ms;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,8 +27,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -299,8 +302,10 @@ enum Reply : uint8_t {
   kReady = 8,       // the worker has built its implementation
 };
 
-// argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode,
-// argv[4] the implementation's name, argv[5] the plugin's path.
+// argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode
+// ("builtin", "plugin", "describe" or a registered loader's), argv[4] the
+// implementation's name (for "describe": the loader, "" for a plugin),
+// argv[5] the file's path.
 constexpr const char* kWorkerFlag = "--attncheck-worker";
 // The worker's end of the socketpair.
 constexpr int kWorkerFd = 3;
@@ -448,8 +453,34 @@ class Missing final : public Implementation {
   ImplInfo info_;
 };
 
+// The loaders of foreign files registered in this worker (the Python
+// bridge's "python"), by mode.
+std::mutex loaders_mutex;
+std::map<std::string, WorkerLoader>& worker_loaders() {
+  static std::map<std::string, WorkerLoader> loaders;
+  return loaders;
+}
+
+// Every implementation the file at `path` declares: a plugin's
+// descriptors, or what the loader of `mode` builds from it.
+std::vector<std::shared_ptr<const Implementation>> load_file(const std::string& mode,
+                                                             const std::string& path) {
+  if (mode.empty() || mode == "plugin") return load_plugin(path);
+  WorkerLoader load;
+  {
+    std::lock_guard lock(loaders_mutex);
+    const auto it = worker_loaders().find(mode);
+    if (it != worker_loaders().end()) load = it->second;
+  }
+  if (!load) {
+    throw InputError(fmt::format("{}: this worker program cannot load files of mode '{}'", path,
+                                 mode));
+  }
+  return load(path);
+}
+
 // The implementation a worker serves: a built-in from the registry, or one
-// of a plugin's descriptors.
+// of the implementations a plugin or a foreign file declares.
 std::shared_ptr<const Implementation> build(const std::string& mode, const std::string& name,
                                             const std::string& path) {
   if (mode == "builtin") {
@@ -457,7 +488,7 @@ std::shared_ptr<const Implementation> build(const std::string& mode, const std::
     load_builtin_modules();  // an adapter: only its worker starts LibTorch
     return find_impl(name);
   }
-  for (auto& impl : load_plugin(path))
+  for (auto& impl : load_file(mode, path))
     if (impl->info().name == name) return impl;
   return nullptr;
 }
@@ -473,7 +504,7 @@ int run_worker(int argc, char** argv) {
     if (mode == "describe") {
       Writer w;
       try {
-        const auto impls = load_plugin(path);
+        const auto impls = load_file(name, path);
         w.put<uint8_t>(kDescribed);
         w.put<uint64_t>(impls.size());
         for (const auto& impl : impls) put_info(w, impl->info());
@@ -524,18 +555,26 @@ class Worker {
 
   bool running() const { return pid_ > 0; }
 
-  // Spawns this program in worker mode, in a process group of its own (a
-  // Ctrl-C at the terminal reaches the harness, which reports what
-  // finished; stop() kills the whole group, copies included).
-  void start(const std::string& mode, const std::string& name, const std::string& path) {
-    if (!worker_entry) {
-      throw std::logic_error("isolate: this program's main() does not call "
-                             "attncheck::worker_main (attncheck/isolation.h)");
+  // Spawns this program in worker mode (or `command`'s program, which
+  // calls worker_main), in a process group of its own (a Ctrl-C at the
+  // terminal reaches the harness, which reports what finished; stop()
+  // kills the whole group, copies included).
+  void start(const std::string& mode, const std::string& name, const std::string& path,
+             const WorkerCommand* command = nullptr) {
+    std::string exe;
+    if (command) {
+      exe = command->program;
+    } else {
+      if (!worker_entry) {
+        throw std::logic_error("isolate: this program's main() does not call "
+                               "attncheck::worker_main (attncheck/isolation.h)");
+      }
+      char self[4096];
+      const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+      if (len <= 0) throw std::runtime_error("isolation: cannot read /proc/self/exe");
+      self[len] = '\0';
+      exe = self;
     }
-    char exe[4096];
-    const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) throw std::runtime_error("isolation: cannot read /proc/self/exe");
-    exe[len] = '\0';
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
       throw std::runtime_error(fmt::format("isolation: socketpair: {}", std::strerror(errno)));
@@ -562,16 +601,34 @@ class Worker {
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
                                         POSIX_SPAWN_SETSIGDEF);
     const std::string parent = std::to_string(::getpid());
-    std::vector<std::string> args = {exe, kWorkerFlag, parent, mode, name, path};
+    std::vector<std::string> args = {exe};
+    if (command) args.insert(args.end(), command->args.begin(), command->args.end());
+    args.insert(args.end(), {kWorkerFlag, parent, mode, name, path});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // This process's environment, with the command's assignments replacing
+    // variables of the same name.
+    std::vector<std::string> env = command ? command->env : std::vector<std::string>{};
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    for (char** e = environ; *e; ++e) {
+      const std::string_view var(*e);
+      const auto named = [&](const std::string& set) {
+        const size_t eq = set.find('=');
+        return var.size() > eq && var.substr(0, eq + 1) == std::string_view(set).substr(0, eq + 1);
+      };
+      if (std::none_of(env.begin(), env.end(), named)) envp.push_back(*e);
+    }
+    envp.push_back(nullptr);
     // Everything buffered goes out first, so no output is lost in a crash.
     std::fflush(nullptr);
     std::cout.flush();
     std::cerr.flush();
     pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, exe, &actions, &attr, argv.data(), environ);
+    // A command's program may be a bare name ("python3"), looked up in PATH.
+    const int rc = command ? ::posix_spawnp(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data())
+                           : ::posix_spawn(&pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     ::close(sv[1]);
@@ -731,13 +788,16 @@ class IsolatedImpl : public IsolatedImplementation {
  public:
   // `local`: the same implementation in this process, when there is one
   // (built-ins); a layer's parameter_count is asked of it.
+  // `command`: how to start the worker when it is not this program.
   IsolatedImpl(ImplInfo info, std::string mode, std::string path,
-               std::shared_ptr<const Implementation> local, IsolationOptions options)
+               std::shared_ptr<const Implementation> local, IsolationOptions options,
+               std::optional<WorkerCommand> command = std::nullopt)
       : info_(std::move(info)),
         mode_(std::move(mode)),
         path_(std::move(path)),
         local_(std::move(local)),
-        options_(options) {}
+        options_(options),
+        command_(std::move(command)) {}
 
   const ImplInfo& info() const override { return info_; }
 
@@ -838,7 +898,7 @@ class IsolatedImpl : public IsolatedImplementation {
   // within kWallTimeoutFactor x the CPU limit of wall time (as a plugin's
   // loading), so that its start-up never counts against a call's limit.
   void start_worker(const char* what, double cpu_limit) const {
-    worker_.start(mode_, info_.name, path_);
+    worker_.start(mode_, info_.name, path_, command_ ? &*command_ : nullptr);
     auto result = exchange(worker_, nullptr, {0, kWallTimeoutFactor * cpu_limit}, "start-up");
     std::string why;
     if (const auto* death = std::get_if<Death>(&result)) {
@@ -877,6 +937,7 @@ class IsolatedImpl : public IsolatedImplementation {
   std::string mode_, path_;
   std::shared_ptr<const Implementation> local_;
   IsolationOptions options_;
+  std::optional<WorkerCommand> command_;
   mutable std::mutex mutex_;
   mutable Worker worker_;
   mutable int hangs_ = 0, crashes_ = 0;
@@ -903,24 +964,39 @@ class IsolatedLayer final : public IsolatedImpl, public Layer {
   const Layer& layer_;  // inside the local implementation IsolatedImpl keeps alive
 };
 
-// The descriptors of the plugin at `path`, read by a worker that loads it.
-std::vector<std::shared_ptr<const Implementation>> describe_plugin(const std::string& path,
-                                                                   IsolationOptions options) {
+// The declarations of the file at `path` (a plugin when `mode` is
+// "plugin", else a file of a registered loader's mode, in a worker started
+// by `command`), read by a worker that loads it.
+std::vector<std::shared_ptr<const Implementation>> describe_in_worker(
+    const std::string& mode, const std::string& path, const WorkerCommand* command,
+    IsolationOptions options) {
   if (cancel_requested()) throw Cancelled();
+  const bool plugin = mode == "plugin";
   Worker worker;
-  worker.start("describe", "", path);
+  try {
+    worker.start("describe", plugin ? "" : mode, path, command);
+  } catch (const std::runtime_error& e) {
+    if (!command) throw;
+    throw InputError(fmt::format("{}: cannot start the {} worker '{}': {}", path, mode,
+                                 command->program, e.what()));
+  }
   const auto limit = static_cast<double>(kWallTimeoutFactor * options.timeout_ms);
   auto result = exchange(worker, nullptr, {0, limit}, "loading");
   if (auto* death = std::get_if<Death>(&result)) {
     if (death->kind == Death::Kind::cancelled) throw Cancelled();
-    throw InputError(fmt::format(
-        "{}: the plugin {} while loading (in its constructors or attncheck_plugin_impls)", path,
+    const std::string how =
         death->kind == Death::Kind::hung
             ? fmt::format("did not finish loading within {} ms (10 x --timeout-ms)",
                           kWallTimeoutFactor * options.timeout_ms)
             : death->message.substr(std::string("the implementation ").size(),
                                     death->message.find(" during ") -
-                                        std::string("the implementation ").size())));
+                                        std::string("the implementation ").size());
+    if (plugin) {
+      throw InputError(fmt::format(
+          "{}: the plugin {} while loading (in its constructors or attncheck_plugin_impls)", path,
+          how));
+    }
+    throw InputError(fmt::format("{}: the {} worker {} while loading it", path, mode, how));
   }
   const std::string& reply = std::get<std::string>(result);
   Reader r(reply);
@@ -931,8 +1007,9 @@ std::vector<std::shared_ptr<const Implementation>> describe_plugin(const std::st
   const auto n = r.get<uint64_t>();
   for (uint64_t k = 0; k < n; ++k) {
     ImplInfo info = get_info(r);
-    impls.push_back(std::make_shared<IsolatedImpl>(std::move(info), "plugin", path, nullptr,
-                                                   options));
+    impls.push_back(std::make_shared<IsolatedImpl>(
+        std::move(info), mode, path, nullptr, options,
+        command ? std::optional<WorkerCommand>(*command) : std::nullopt));
   }
   return impls;
 }
@@ -960,8 +1037,23 @@ std::shared_ptr<const Implementation> isolate(std::shared_ptr<const Implementati
 std::vector<std::shared_ptr<const Implementation>> load_plugins_isolated(
     const std::vector<std::string>& paths, IsolationOptions options) {
   return load_plugins(paths, [options](const std::string& path) {
-    return describe_plugin(path, options);
+    return describe_in_worker("plugin", path, nullptr, options);
   });
+}
+
+void register_worker_loader(const std::string& mode, WorkerLoader load) {
+  if (mode == "builtin" || mode == "plugin" || mode == "describe" || mode.empty()) {
+    throw std::invalid_argument("register_worker_loader: '" + mode + "' is a reserved mode");
+  }
+  std::lock_guard lock(loaders_mutex);
+  worker_loaders()[mode] = std::move(load);
+}
+
+std::vector<std::shared_ptr<const Implementation>> load_isolated(const std::string& mode,
+                                                                 const std::string& path,
+                                                                 const WorkerCommand& command,
+                                                                 IsolationOptions options) {
+  return describe_in_worker(mode, path, &command, options);
 }
 
 std::optional<int> worker_main(int argc, char** argv) {

@@ -15,6 +15,7 @@
 // call worker_main() first thing in main().
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -105,6 +106,43 @@ std::shared_ptr<const Implementation> isolate(std::shared_ptr<const Implementati
 /// "PATH: the plugin ... while loading". Returns isolated implementations.
 std::vector<std::shared_ptr<const Implementation>> load_plugins_isolated(
     const std::vector<std::string>& paths, IsolationOptions options = {});
+
+/// How a worker of a foreign language is started (the Python bridge's:
+/// its interpreter, which imports attncheck's extension module): `program`
+/// is run with `args` before the worker's own arguments and with `env`
+/// (NAME=VALUE each) set over this process's environment. Whatever it runs
+/// must call worker_main with the worker's arguments (the worker flag
+/// first).
+struct WorkerCommand {
+  std::string program;
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+};
+
+/// Builds every implementation a file declares, in a worker; throws
+/// InputError (one line naming the file) when it cannot.
+using WorkerLoader =
+    std::function<std::vector<std::shared_ptr<const Implementation>>(const std::string& path)>;
+
+/// Worker side: makes `mode` (not "builtin", "plugin" or "describe") a
+/// kind of file a worker of this program can build implementations from.
+/// The Python bridge registers "python" in the interpreter that serves as
+/// its worker.
+void register_worker_loader(const std::string& mode, WorkerLoader load);
+
+/// Harness side: loads the file at `path` in a worker of `mode` started by
+/// `command`; the worker runs the loader registered for `mode` and sends
+/// the declarations back (the harness never runs the file's code). Each
+/// becomes an isolated implementation (kind plugin, origin `path`) whose
+/// calls go to a worker of that mode, started the same way. A file the
+/// loader refuses is its InputError; a worker that exits, crashes or hangs
+/// while loading is an InputError "PATH: the MODE worker ... while loading
+/// it" (loading may take kWallTimeoutFactor x options.timeout_ms of wall
+/// time).
+std::vector<std::shared_ptr<const Implementation>> load_isolated(const std::string& mode,
+                                                                 const std::string& path,
+                                                                 const WorkerCommand& command,
+                                                                 IsolationOptions options = {});
 
 /// The worker's entry point. Call it first thing in main(): in a worker
 /// (argv[1] is the worker flag) it serves the harness and returns the

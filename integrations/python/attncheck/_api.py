@@ -1,0 +1,226 @@
+"""attncheck.check, replay and oracle: the engine driven from Python."""
+
+import os
+import sys
+
+from . import _bridge, _core
+from ._declare import DTYPES, Implementation
+from ._problem import Problem
+
+PROFILES = ("ci", "thorough")
+
+
+def worker_command():
+    """(program, args, env) of a worker interpreter: this interpreter
+    running attncheck._worker, with this process's import path (the
+    package's folder first), so the worker imports what the caller can."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [package_parent] + [p for p in sys.path if p and os.path.isdir(p)]
+    seen = []
+    for p in paths:
+        if p not in seen:
+            seen.append(p)
+    env = ["PYTHONPATH=" + os.pathsep.join(seen), "PYTHONUNBUFFERED=1"]
+    return sys.executable, ["-m", "attncheck._worker"], env
+
+
+def _display_path(path):
+    """A path under the working directory relative to it (shorter
+    reproduce lines), any other absolute."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+class Outcome:
+    """One (implementation, dtype, property): status is one of passed,
+    failed, xfail, xpass, skipped, unsupported, not-run.
+
+    message is the whole text report (for a failure: the offending elements,
+    the shrunk problem, the diagnosis, the seed, the reproduce line and the
+    fixture). As data: counterexample (the shrunk problem's shape, a dict),
+    diagnosis (the names of the known bug classes that explain it), fixture
+    (its path), reproduce (the command line that reruns the search), and
+    problem / args, read from the fixture."""
+
+    def __init__(self, d):
+        self.property = d["property"]
+        self.impl = d["impl"]
+        self.dtype = d["dtype"]
+        self.status = d["status"]
+        self.cases = d["cases"]
+        self.discarded = d["discarded"]
+        self.max_budget_used = d["max_budget_used"]
+        self.message = d["message"]
+        self.fixture = d["fixture"]
+        self.counterexample = d["counterexample"]
+        self.diagnosis = list(d["diagnosis"])
+        self.reproduce = next((line.strip()[len("reproduce: "):]
+                               for line in self.message.splitlines()
+                               if line.strip().startswith("reproduce: ")), None)
+        self._fixture_data = None
+
+    @property
+    def ok(self):
+        """Not failed and not passed against an expected failure."""
+        return self.status not in ("failed", "xpass")
+
+    def _load_fixture(self):
+        if self._fixture_data is None and self.fixture and os.path.exists(self.fixture):
+            d, args, meta = _core.load_fixture(self.fixture)
+            self._fixture_data = (Problem._from_core(d, strided=False), args, meta)
+        return self._fixture_data
+
+    @property
+    def problem(self):
+        """The shrunk counterexample (from the fixture), or None."""
+        f = self._load_fixture()
+        return f[0] if f else None
+
+    @property
+    def args(self):
+        """What the property drew beyond the problem (from the fixture), or None."""
+        f = self._load_fixture()
+        return f[1] if f else None
+
+    def __repr__(self):
+        return f"<{self.status} {self.property} on {self.impl} ({self.dtype})>"
+
+
+class Result:
+    """What attncheck.check found: outcomes in order (dtypes, then the
+    catalog's properties), ok when none failed or passed against
+    expectation."""
+
+    def __init__(self, impl, seed, profile, outcomes):
+        self.impl = impl
+        self.seed = seed
+        self.profile = profile
+        self.outcomes = outcomes
+
+    @property
+    def ok(self):
+        return all(o.ok for o in self.outcomes)
+
+    @property
+    def failures(self):
+        return [o for o in self.outcomes if not o.ok]
+
+    def statuses(self):
+        """{(dtype, property): status}."""
+        return {(o.dtype, o.property): o.status for o in self.outcomes}
+
+    def __iter__(self):
+        return iter(self.outcomes)
+
+    def __len__(self):
+        return len(self.outcomes)
+
+    def __str__(self):
+        lines = [f"attncheck {_core.version} seed {self.seed} profile {self.profile}: "
+                 f"{self.impl}"]
+        for o in self.outcomes:
+            if o.status in ("failed", "xpass"):
+                lines.append(o.message.rstrip("\n"))
+            else:
+                lines.append(f"{o.status:<11} {o.property} on {o.impl} ({o.dtype})")
+        counts = {}
+        for o in self.outcomes:
+            counts[o.status] = counts.get(o.status, 0) + 1
+        lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"<attncheck.Result {self.impl}: {'ok' if self.ok else 'FAILED'} ({len(self)} outcomes)>"
+
+
+def _implementation(impl):
+    """(path, name) of an implementation: a declared one, or "FILE:NAME"."""
+    if isinstance(impl, Implementation):
+        return impl.path, impl.name
+    if isinstance(impl, str) and ":" in impl:
+        path, name = impl.rsplit(":", 1)
+        return os.path.abspath(path), name
+    raise TypeError("impl: an implementation declared with attncheck.implementation(...), or "
+                    f"'FILE.py:NAME', not {impl!r}")
+
+
+def _checker(impl, timeout_ms):
+    if _bridge.in_worker:
+        raise RuntimeError("attncheck.check or replay called while a worker imports the file "
+                           "declaring the implementation: guard it with "
+                           "`if __name__ == \"__main__\":`")
+    path, name = _implementation(impl)
+    program, args, env = worker_command()
+    return _core.Checker(_display_path(path), name, program, args, env, int(timeout_ms))
+
+
+def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=None, strict=False,
+          report=None, save_failures="attncheck-failures", timeout_ms=None,
+          expected_failures=None):
+    """Checks `impl` against the property catalog; returns a Result (never
+    raises for a failing property).
+
+    The implementation runs in a worker interpreter that imports its file
+    (crashes, hangs and exceptions are failures with their counterexample);
+    the checks run in C++ in this process. properties: names (default: the
+    whole catalog); dtypes: names (default: every declared one); profile
+    "ci" or "thorough"; seed: default ATTNCHECK_SEED, else the fixed CI
+    seed; cases: per property (default: the profile's); strict: NaN at
+    masked keys fails too; report: write the JSON report (SPEC 5.2) here;
+    save_failures: the folder for failure fixtures (None: none saved);
+    timeout_ms: CPU time per call (default 10000); expected_failures: the
+    expected-failures file (default fixtures/expected-failures.json if it
+    exists)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
+    timeout_ms = _core.default_timeout_ms if timeout_ms is None else timeout_ms
+    checker = _checker(impl, timeout_ms)
+    decl = checker.declaration()
+    seed = _core.resolve_seed(None if seed is None else str(seed))
+    if dtypes is None:
+        dtypes = decl["dtypes"]
+    dtypes = [dtypes] if isinstance(dtypes, str) else list(dtypes)
+    for d in dtypes:
+        if d not in DTYPES:
+            raise ValueError(f"dtypes: unknown dtype {d!r} (expected some of {', '.join(DTYPES)})")
+    catalog = [name for name, _ in _core.properties()]
+    if properties is None:
+        properties = catalog
+    properties = [properties] if isinstance(properties, str) else list(properties)
+    for p in properties:
+        if p not in catalog:
+            raise ValueError(f"properties: unknown property {p!r} (see attncheck.properties())")
+    if expected_failures is None:
+        expected_failures = _core.expected_failures_path
+    outcomes = []
+    for d in dtypes:
+        for p in properties:
+            outcomes.append(Outcome(checker.run(p, d, seed, profile, cases or 0, bool(strict),
+                                                save_failures or "", expected_failures)))
+    if report:
+        checker.write_report(str(report), seed, profile)
+    return Result(decl["name"], seed, profile, outcomes)
+
+
+def replay(fixture, impl, strict=None, profile=None, cases=None, timeout_ms=None):
+    """Judges a saved fixture's case again on `impl` (in a worker), with the
+    options the fixture recorded unless given; returns its Outcome."""
+    timeout_ms = _core.default_timeout_ms if timeout_ms is None else timeout_ms
+    checker = _checker(impl, timeout_ms)
+    return Outcome(checker.replay(str(fixture), strict, profile, cases or 0))
+
+
+def oracle(problem):
+    """The certified exact result of `problem` (an attncheck.Problem): a
+    dict of float64 arrays "out" [b][h][tq][dv], "weights" [b][h][tq][tk],
+    "lse" [b][h][tq] (and "dq", "dk", "dv" when the problem has dout), each
+    element the correctly rounded double of the exact value, except those
+    listed in "uncertified" as (array, index)."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"oracle: expected an attncheck.Problem, not {type(problem).__name__}")
+    return _core.oracle(problem._to_core())
+
+
+def properties():
+    """[(name, statement)] of the property catalog, in order."""
+    return list(_core.properties())

@@ -1,0 +1,204 @@
+"""Declaring a Python callable as an implementation under test."""
+
+import os
+import re
+import sys
+
+from . import _core
+
+DTYPES = ("f64", "f32", "bf16", "f16")
+
+# ATTNCHECK_FEATURE_* of plugin.h by name, in lower case ("causal"), from the
+# engine's own table. The bridge covers version 1 of the C ABI (plus s_cast):
+# the version 2 features (sinks, packed and paged sequences, descales) are
+# not offered, nor is BACKWARD yet.
+_ALL_FEATURES = {name.lower(): bit for name, bit in _core.feature_bits().items()}
+_UNOFFERED = ("backward", "sink", "packed", "paged_kv", "descale")
+FEATURES = {name: bit for name, bit in _ALL_FEATURES.items() if name not in _UNOFFERED}
+
+_NAME = re.compile(r"^[a-z0-9_.-]+$")
+_LIMITS = ("max_tq", "max_tk", "max_batch_heads", "dk_min", "dk_max", "dk_multiple")
+
+# Every implementation declared in this interpreter, by name.
+_declared = {}
+
+
+class Error(Exception):
+    """Raise it to report an error, as a C plugin returns ATTNCHECK_ERROR:
+    what an implementation declaring empty_rows="error" does for a query
+    with no allowed key. Any other exception fails the case."""
+
+
+class Unsupported(Exception):
+    """Raise it for a problem the implementation does not take (as
+    ATTNCHECK_UNSUPPORTED): the case is discarded and counted; a property
+    with more discarded than judged cases is reported unsupported, never
+    passed."""
+
+
+class Implementation:
+    """A Python callable declared with attncheck.implementation(...).
+
+    Calling it calls the function. attncheck.check and the pytest plugin
+    never call it in their own process: a worker interpreter imports the
+    file that declared it and calls it there."""
+
+    def __init__(self, fn, name, dtypes, features, precision, empty_rows, limits,
+                 description, outputs, path):
+        self.fn = fn
+        self.name = name
+        self.dtypes = dtypes
+        self.features = features
+        self.precision = precision
+        self.empty_rows = empty_rows
+        self.limits = limits
+        self.description = description
+        self.outputs = outputs
+        self.path = path
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<attncheck implementation {self.name!r} ({', '.join(self.dtypes)}) from {self.path}>"
+
+    def _declaration(self):
+        bits = 0
+        for f in self.features:
+            bits |= FEATURES[f]
+        return {
+            "name": self.name,
+            "description": self.description,
+            "dtypes": list(self.dtypes),
+            "features": bits,
+            "empty_rows": self.empty_rows,
+            "precision": dict(self.precision),
+            "limits": dict(self.limits),
+        }
+
+
+def _dtype_list(dtypes, what):
+    if isinstance(dtypes, str):
+        dtypes = [dtypes]
+    dtypes = list(dtypes)
+    if not dtypes:
+        raise ValueError(f"{what}: no dtype (expected some of {', '.join(DTYPES)})")
+    for d in dtypes:
+        if d not in DTYPES:
+            raise ValueError(f"{what}: unknown dtype {d!r} (expected one of {', '.join(DTYPES)})")
+    return [d for d in DTYPES if d in dtypes]
+
+
+def _precision(precision, dtypes):
+    """The declared traits with their defaults: accum f64 for an
+    implementation of f64 alone, else f32; p_cast = accum; s_cast None
+    (= accum); exp_ulps 4 (NumPy's and torch's vectorised exp are within a
+    few ulps, not correctly rounded: declare what yours guarantees); no
+    flush to zero; key_block 0 (one pass)."""
+    known = ("accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero", "key_block")
+    precision = dict(precision or {})
+    for key in precision:
+        if key not in known:
+            raise ValueError(f"precision: unknown field {key!r} (expected {', '.join(known)})")
+    accum = precision.get("accum", "f64" if dtypes == ["f64"] else "f32")
+    out = {
+        "accum": accum,
+        "p_cast": precision.get("p_cast", accum),
+        "s_cast": precision.get("s_cast"),
+        "exp_ulps": precision.get("exp_ulps", 4),
+        "flush_to_zero": bool(precision.get("flush_to_zero", False)),
+        "key_block": precision.get("key_block", 0),
+    }
+    for key in ("accum", "p_cast", "s_cast"):
+        if out[key] is not None and out[key] not in DTYPES:
+            raise ValueError(f"precision.{key}: unknown format {out[key]!r} "
+                             f"(expected one of {', '.join(DTYPES)})")
+    for key in ("exp_ulps", "key_block"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
+            raise ValueError(f"precision.{key}: {out[key]!r} is not a non-negative integer")
+    return out
+
+
+def implementation(name, dtypes, features=(), precision=None, empty_rows="error", limits=None,
+                   description="", outputs=None):
+    """Declares the decorated callable as an attention implementation.
+
+    The callable receives an attncheck.Problem (its q, k, v are read-only
+    NumPy arrays in the problem's dtype; bf16 values come as float32 arrays
+    holding bf16 values) and returns `out` [batch][heads][tq][dv], or a
+    tuple / dict with out and the declared extra outputs ("weights"
+    [b][h][tq][tk], "lse" [b][h][tq]), as NumPy arrays, torch tensors, or
+    anything NumPy can convert (the array interface, DLPack). `out` must be
+    in the problem's dtype: float64, float32, float16, and for bf16 a
+    torch.bfloat16 tensor or float32 values representable in bf16.
+
+    name: unique, [a-z0-9_.-]+.  dtypes: some of "f64", "f32", "bf16",
+    "f16".  features: names of plugin.h's ATTNCHECK_FEATURE_* bits in lower
+    case ("key_valid", "causal", "window", "mask", "bias", "gqa", "strides",
+    "weights", "lse", "softcap", "align_top_left", "align_bottom_right",
+    "scale", "nondeterministic"); only problems inside them are generated.
+    precision: {"accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero",
+    "key_block"}, from which the tolerances derive.  empty_rows: "error"
+    (raise attncheck.Error for a query with no allowed key) or "zero".
+    limits: {"max_tq", "max_tk", "max_batch_heads", "dk_min", "dk_max",
+    "dk_multiple", "dv_equals_dk"}.  outputs: the order of a returned tuple
+    (default: out, then weights and lse where declared).
+
+    Decorators stack: one function may be declared several times (one per
+    dtype with its own precision, say). Declare implementations at the top
+    level of a module: a worker finds them by importing the file.
+    """
+    what = f"attncheck.implementation(name={name!r})"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{what}: the name must match [a-z0-9_.-]+")
+    dtypes = _dtype_list(dtypes, what + " dtypes")
+    if isinstance(features, str):
+        features = [features]
+    features = [f.lower() for f in features]
+    for f in features:
+        if f not in FEATURES:
+            offered = ", ".join(FEATURES)
+            raise ValueError(f"{what}: unknown feature {f!r} (expected some of {offered})")
+    if empty_rows not in ("error", "zero"):
+        raise ValueError(f"{what}: empty_rows must be 'error' or 'zero', not {empty_rows!r}")
+    lim = {key: 0 for key in _LIMITS}
+    lim["dv_equals_dk"] = False
+    for key, value in dict(limits or {}).items():
+        if key not in lim:
+            raise ValueError(f"{what}: unknown limit {key!r} (expected {', '.join(lim)})")
+        lim[key] = bool(value) if key == "dv_equals_dk" else int(value)
+        if key != "dv_equals_dk" and lim[key] < 0:
+            raise ValueError(f"{what}: limit {key} is negative")
+    prec = _precision(precision, dtypes)
+    extra = [o for o in ("weights", "lse") if o in features]
+    if outputs is None:
+        outputs = ["out"] + extra
+    outputs = list(outputs)
+    if sorted(outputs) != sorted(["out"] + extra):
+        raise ValueError(f"{what}: outputs {outputs} must name out and the declared extra "
+                         f"outputs {extra} once each")
+
+    def declare(fn):
+        target = fn.fn if isinstance(fn, Implementation) else fn
+        if not callable(target):
+            raise TypeError(f"{what}: decorates a callable, not {type(target).__name__}")
+        # The file that declares it (not the one defining the function: a
+        # library's function may be declared by a test file).
+        source = sys._getframe(1).f_code.co_filename
+        impl = Implementation(target, name, dtypes, features, prec, empty_rows, lim,
+                              description or (target.__doc__ or "").strip().split("\n")[0],
+                              outputs, os.path.abspath(source))
+        previous = _declared.get(name)
+        if previous is not None and previous.path != impl.path:
+            raise ValueError(f"{what}: already declared in {previous.path}")
+        _declared[name] = impl
+        return impl
+
+    return declare
+
+
+def declared():
+    """Every implementation declared in this interpreter so far."""
+    return list(_declared.values())

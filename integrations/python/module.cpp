@@ -1,0 +1,292 @@
+// attncheck._core: the C++ side of the Python module (README "From
+// Python"). The harness side runs the property checks in this process,
+// releasing the GIL, against implementations that live in worker
+// interpreters (python -m attncheck._worker); the worker side serves them
+// (python_impl.cpp).
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <csignal>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "attncheck/cancel.h"
+#include "attncheck/error.h"
+#include "attncheck/expected_failures.h"
+#include "attncheck/features.h"
+#include "attncheck/fixture.h"
+#include "attncheck/isolation.h"
+#include "attncheck/oracle.h"
+#include "attncheck/output_file.h"
+#include "attncheck/properties.h"
+#include "attncheck/report.h"
+#include "attncheck/session.h"
+#include "attncheck/version.h"
+#include "problem_convert.h"
+#include "python_impl.h"
+
+namespace attncheck::python {
+namespace {
+
+// SIGINT while the harness runs without the GIL: Python's own handler
+// would only set a flag nobody looks at until the run ends, so for its
+// duration the harness's cancellation takes the signal (a waiting isolated
+// call gives up at once), and KeyboardInterrupt is raised afterwards.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    reset_cancel();
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { request_cancel(); };
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_);
+  }
+  ~InterruptScope() { ::sigaction(SIGINT, &old_, nullptr); }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  struct sigaction old_ {};
+};
+
+// Raises KeyboardInterrupt when the run was interrupted.
+void raise_if_interrupted() {
+  if (!cancel_requested()) return;
+  reset_cancel();
+  PyErr_SetNone(PyExc_KeyboardInterrupt);
+  throw py::error_already_set();
+}
+
+py::object json_to_py(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+py::dict outcome_to_py(const PropertyOutcome& o) {
+  py::dict d;
+  d["property"] = o.property;
+  d["impl"] = o.impl;
+  d["dtype"] = std::string(dtype_name(o.dtype));
+  d["status"] = std::string(status_name(o.status));
+  d["cases"] = o.cases;
+  d["discarded"] = o.discarded;
+  d["max_budget_used"] = o.max_budget_used;
+  d["message"] = o.message;
+  d["fixture"] = o.fixture ? py::object(py::str(*o.fixture)) : py::object(py::none());
+  if (o.counterexample) {
+    const CounterexampleShape& c = *o.counterexample;
+    py::dict shape;
+    shape["dtype"] = std::string(dtype_name(c.dtype));
+    for (auto [k, v] : {std::pair{"batch", c.batch}, {"heads", c.heads}, {"kv_heads", c.kv_heads},
+                        {"tq", c.tq}, {"tk", c.tk}, {"dk", c.dk}, {"dv", c.dv}}) {
+      shape[k] = v;
+    }
+    d["counterexample"] = shape;
+  } else {
+    d["counterexample"] = py::none();
+  }
+  d["diagnosis"] = o.diagnosis;
+  return d;
+}
+
+RunConfig run_config(uint64_t seed, const std::string& profile, int cases, bool strict,
+                     const std::string& save_failures_dir, int64_t timeout_ms) {
+  RunConfig config;
+  config.seed = seed;
+  config.profile = parse_profile(profile);
+  config.cases = cases;
+  config.strict = strict;
+  config.save_failures_dir = save_failures_dir;
+  if (timeout_ms != kDefaultCallTimeoutMs) config.timeout_ms = timeout_ms;
+  return config;
+}
+
+// One implementation a Python file declares, loaded by a worker (the
+// harness never imports the file), and the outcomes of the checks run on
+// it so far.
+class Checker {
+ public:
+  Checker(const std::string& path, const std::string& name, WorkerCommand command,
+          int64_t timeout_ms)
+      : timeout_ms_(timeout_ms) {
+    std::vector<std::shared_ptr<const Implementation>> impls;
+    {
+      py::gil_scoped_release release;
+      impls = load_isolated("python", path, command, IsolationOptions{timeout_ms});
+    }
+    std::vector<std::string> names;
+    for (const auto& impl : impls) {
+      if (impl->info().name == name) impl_ = impl;
+      names.push_back(impl->info().name);
+    }
+    if (!impl_) {
+      throw InputError(fmt::format("{}: declares no implementation '{}' (it declares: {})", path,
+                                   name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+    }
+  }
+
+  py::object declaration() const { return json_to_py(implementation_json(impl_->info())); }
+
+  py::dict run(const std::string& property, const std::string& dtype, uint64_t seed,
+               const std::string& profile, int cases, bool strict,
+               const std::string& save_failures_dir, const std::string& expected_failures) {
+    const PropertyDef* prop = find_property(property);
+    if (!prop) throw InputError(fmt::format("unknown property '{}'", property));
+    SessionConfig config;
+    config.impls = {impl_};
+    config.properties = {prop};
+    config.dtype = parse_dtype(dtype);
+    config.run = run_config(seed, profile, cases, strict, save_failures_dir, timeout_ms_);
+    if (!expected_failures.empty()) config.expected_failures = load_expected_failures(expected_failures);
+    PropertyOutcome o;
+    if (hung_) {
+      // As run_session does within one session: an implementation that hung
+      // on the smallest problem of a property is not called again.
+      o.property = prop->name;
+      o.impl = impl_->info().name;
+      o.kind = impl_->info().kind;
+      o.dtype = *config.dtype;
+      o.status = PropertyStatus::failed;
+      o.message = fmt::format("not called: the implementation hangs on the smallest problem of "
+                              "{} ({}; see its fixture)",
+                              hung_->property, dtype_name(hung_->dtype));
+      o.fixture = hung_->fixture;
+      o.counterexample = hung_->counterexample;
+      apply_expected_failures(config.expected_failures, o);
+    } else {
+      {
+        py::gil_scoped_release release;
+        InterruptScope interrupt;
+        o = run_session(config, {}).outcomes.at(0);
+      }
+      raise_if_interrupted();
+      const auto* isolated = dynamic_cast<const IsolatedImplementation*>(impl_.get());
+      const bool failed = o.status == PropertyStatus::failed || o.status == PropertyStatus::xfail;
+      if (isolated && failed && isolated->hung()) hung_ = o;
+    }
+    outcomes_.push_back(o);
+    return outcome_to_py(o);
+  }
+
+  // As `attncheck replay`: the fixture's recorded options unless given.
+  py::dict replay(const std::string& path, std::optional<bool> strict,
+                  std::optional<std::string> profile, int cases) {
+    const Fixture f = load_fixture(path);
+    RunConfig config = run_config(f.meta.value("seed", kDefaultSeed),
+                                  profile.value_or(f.meta.value("profile", std::string("ci"))),
+                                  cases > 0 ? cases : f.meta.value("cases", 0),
+                                  strict.value_or(f.meta.value("strict", false)), "", timeout_ms_);
+    PropertyOutcome o;
+    {
+      py::gil_scoped_release release;
+      InterruptScope interrupt;
+      try {
+        o = replay_fixture(f, *impl_, config);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", path, e.what()));
+      }
+    }
+    raise_if_interrupted();
+    return outcome_to_py(o);
+  }
+
+  void write_report(const std::string& path, uint64_t seed, const std::string& profile) const {
+    check_output_path(path, "report");
+    write_output_file(path, report_json(outcomes_, seed, profile, {impl_->info()}).dump(2) + "\n",
+                      "report");
+  }
+
+ private:
+  int64_t timeout_ms_;
+  std::shared_ptr<const Implementation> impl_;
+  std::optional<PropertyOutcome> hung_;
+  std::vector<PropertyOutcome> outcomes_;
+};
+
+}  // namespace
+}  // namespace attncheck::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace attncheck;
+  using namespace attncheck::python;
+  m.doc() = "attncheck's C++ engine (use the attncheck package, not this module)";
+  register_python_loader();
+  static py::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(input_error.ptr(), e.what());
+    }
+  });
+
+  m.attr("version") = std::string(version());
+  m.attr("default_seed") = kDefaultSeed;
+  m.attr("default_timeout_ms") = kDefaultCallTimeoutMs;
+  m.attr("expected_failures_path") = kExpectedFailuresPath;
+
+  m.def("worker_main", [](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"python"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    return worker_main(static_cast<int>(all.size()), argv.data()).value_or(2);
+  }, "Serves the harness as an isolated worker (attncheck._worker); does not return.");
+
+  m.def("feature_bits", [] {
+    py::dict d;
+    for (const NamedBit& b : feature_table()) d[py::str(std::string(b.name))] = b.bit;
+    return d;
+  });
+  m.def("properties", [] {
+    std::vector<std::pair<std::string, std::string>> ps;
+    for (const PropertyDef& p : property_catalog()) ps.emplace_back(p.name, p.statement);
+    return ps;
+  });
+  m.def("resolve_seed", [](std::optional<std::string> given) { return resolve_seed(given, "seed"); });
+
+  m.def("problem_from_json", [](const std::string& text, const std::string& where) {
+    const Fixture f = fixture_from_json(parse_json(text, where), where);
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+  });
+  m.def("load_fixture", [](const std::string& path) {
+    const Fixture f = load_fixture(path);
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+  });
+  m.def("problem_to_json", [](const py::dict& d) {
+    return problem_to_json(problem_from_py(d)).dump(1);
+  });
+  m.def("oracle", [](const py::dict& d) {
+    const Problem p = problem_from_py(d);
+    OracleResult r;
+    {
+      py::gil_scoped_release release;
+      r = oracle(p);
+    }
+    return oracle_to_py(p, r);
+  });
+
+  py::class_<Checker>(m, "Checker")
+      .def(py::init([](const std::string& path, const std::string& name, const std::string& program,
+                       const std::vector<std::string>& args, const std::vector<std::string>& env,
+                       int64_t timeout_ms) {
+             return std::make_unique<Checker>(path, name, WorkerCommand{program, args, env},
+                                              timeout_ms);
+           }),
+           py::arg("path"), py::arg("name"), py::arg("program"), py::arg("args"), py::arg("env"),
+           py::arg("timeout_ms"))
+      .def("declaration", &Checker::declaration)
+      .def("run", &Checker::run, py::arg("property"), py::arg("dtype"), py::arg("seed"),
+           py::arg("profile"), py::arg("cases"), py::arg("strict"), py::arg("save_failures_dir"),
+           py::arg("expected_failures"))
+      .def("replay", &Checker::replay, py::arg("path"), py::arg("strict"), py::arg("profile"),
+           py::arg("cases"))
+      .def("write_report", &Checker::write_report, py::arg("path"), py::arg("seed"),
+           py::arg("profile"));
+}

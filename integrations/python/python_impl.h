@@ -1,0 +1,13 @@
+#pragma once
+// The worker side of the bridge: implementations declared in a Python file
+// (attncheck.implementation), served by an interpreter that is a worker
+// (attncheck/isolation.h; python -m attncheck._worker).
+
+namespace attncheck::python {
+
+/// Registers the worker loader "python": it imports a file through
+/// attncheck._bridge.load_file and serves each implementation the file
+/// declares, calling attncheck._bridge.forward for every problem.
+void register_python_loader();
+
+}  // namespace attncheck::python

@@ -1,0 +1,20 @@
+# ---- The Python module (integrations/python/), when it is built ----
+# Included from tests/CMakeLists.txt. Both run pytest with the build's
+# package (build/python) and the interpreter it was built for, without
+# network, writing nothing into the source tree (no bytecode, no cache,
+# fixtures under the build directory).
+set(ATTNCHECK_PYTEST_ENV "PYTHONPATH=${PROJECT_BINARY_DIR}/python" "PYTHONDONTWRITEBYTECODE=1"
+  "ATTNCHECK=$<TARGET_FILE:attncheck>")
+# The bridge: crash, hang, raise, fork, wrong shape and dtype in a Python
+# implementation are failures with their fixtures; the plugin; --python.
+add_test(NAME python.bridge
+  COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}
+  WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+# The examples (README "From Python"), as a user runs them from the top of
+# the tree.
+add_test(NAME python.examples
+  COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider examples/python
+          --attncheck-save-failures ${PROJECT_BINARY_DIR}/python-example-failures
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python.bridge python.examples PROPERTIES LABELS slow TIMEOUT 1200
+  ENVIRONMENT "${ATTNCHECK_PYTEST_ENV}")

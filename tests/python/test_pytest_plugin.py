@@ -1,0 +1,68 @@
+"""The pytest plugin (attncheck.pytest): one test per (implementation,
+dtype, property), failure reports as messages, skips, xfail from the
+expected-failures file, -k and -x."""
+
+import json
+import textwrap
+
+MODULE = textwrap.dedent('''
+    import numpy as np
+    import attncheck
+
+    def attention(p, scale):
+        q, k, v = (np.asarray(x, dtype=np.float64) for x in (p.q, p.k, p.v))
+        s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return ((w / w.sum(-1, keepdims=True)) @ v).astype(p.numpy_dtype)
+
+    @attncheck.implementation(name="good", dtypes=["f64", "f32"], features=["scale"])
+    def good(p):
+        return attention(p, p.scale)
+
+    @attncheck.implementation(name="noscale", dtypes=["f64"], features=["scale"])
+    def noscale(p):
+        return attention(p, 1.0)
+''')
+
+
+def run(pytester, *args):
+    pytester.makepyfile(test_impls=MODULE)
+    return pytester.runpytest_subprocess("-p", "attncheck.pytest", "-p", "no:cacheprovider",
+                                         "--attncheck-save-failures",
+                                         str(pytester.path / "failures"), *args)
+
+
+def test_one_test_per_implementation_dtype_and_property(pytester):
+    result = run(pytester, "--collect-only", "-q")
+    lines = [l for l in result.outlines if "::" in l]
+    assert "test_impls.py::good::MatchesOracle[f64]" in lines
+    assert "test_impls.py::good::MatchesOracle[f32]" in lines
+    assert "test_impls.py::noscale::RowSumsToOne[f64]" in lines
+    assert len(lines) == 3 * 20  # good in two dtypes, noscale in one; 20 properties
+
+
+def test_failure_report_is_the_message_and_k_selects(pytester):
+    result = run(pytester, "-k", "MatchesOracle or EmptyRowsAreRejected")
+    result.assert_outcomes(passed=2, failed=1, skipped=3)
+    result.stdout.fnmatch_lines([
+        "*FAILED MatchesOracle on noscale (f64)*",
+        "*shrunk problem:*",
+        "*diagnosis: output matches attention with scale = 1*",
+        "*fixture: *noscale-f64-MatchesOracle.json*",
+    ])
+    # EmptyRowsAreRejected needs masks these implementations do not declare.
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_x_stops_at_the_first_failure(pytester):
+    result = run(pytester, "-x", "-k", "noscale and (MatchesOracle or RowSumsToOne)")
+    result.assert_outcomes(failed=1)
+
+
+def test_expected_failures_are_xfail(pytester):
+    expected = pytester.path / "expected.json"
+    expected.write_text(json.dumps([{"impl": "noscale", "property": "MatchesOracle",
+                                     "reason": "forgets the scale"}]))
+    result = run(pytester, "-k", "noscale and MatchesOracle",
+                 "--attncheck-expected-failures", str(expected))
+    result.assert_outcomes(xfailed=1)
