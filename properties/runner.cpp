@@ -392,8 +392,10 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       const int small_discarded = ctx.discarded;
       const double small_budget = ctx.max_budget_used;
       const SizePhase sizes = run_real_sizes(prop.name, at_size, ctx, draw, judge, params.seed);
-      out.cases = ctx.cases;
-      out.discarded = ctx.discarded;
+      // `cases` stays the small cases (--cases sets it); the shapes are in
+      // the message.
+      out.cases = small_cases;
+      out.discarded = small_discarded;
       out.max_budget_used = ctx.max_budget_used;
       if (sizes.failed) {
         report_failure(prop, impl, dtype, config, ctx, kWholeRun, small_cases + sizes.cases, out,
