@@ -16,22 +16,10 @@
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include "properties/harness.h"
+#include "properties/seeds.h"
 
 namespace attncheck {
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 enum class Verdict { pass, fail, discarded };
 

@@ -11,6 +11,7 @@
 #include "attncheck/fixture.h"
 #include "attncheck/version.h"
 #include "properties/harness.h"
+#include "properties/seeds.h"
 
 namespace attncheck {
 
@@ -212,20 +213,6 @@ void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const Forwar
 
 namespace {
 
-// SplitMix64: decorrelates the per-property seeds derived from one run seed.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 std::string test_id(const PropertyDef& prop, const Implementation& impl, DType dtype) {
   return fmt::format("{}/{}/{}", prop.name, impl.info().name, dtype_name(dtype));
 }
@@ -264,13 +251,20 @@ std::string judgement_options(const RunConfig& config) {
   return options;
 }
 
-// report_failure's reproduce value for a failure of the real-size phase.
-constexpr const char* kWholeRun = "\x01whole run";
+// How a failure's report says to reproduce it.
+struct Reproduce {
+  enum class Kind {
+    none,       // replay of a fixture: nothing to print
+    rc_params,  // a small case: RC_PARAMS with RapidCheck's reproduce map
+    whole_run,  // the real-size phase: the seed replays the whole run
+  } kind = Kind::none;
+  std::string rc_params;  // for Kind::rc_params
+};
 
 // The failure report of SPEC 2 and the fixture, for a failed case.
 void report_failure(const PropertyDef& prop, const Implementation& impl, DType dtype,
                     const RunConfig& config, const CaseContext& ctx,
-                    const std::string& reproduce, int passing, PropertyOutcome& out,
+                    const Reproduce& reproduce, int passing, PropertyOutcome& out,
                     const std::string& found = {}) {
   out.status = PropertyStatus::failed;
   std::ostringstream report;
@@ -304,7 +298,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       f.args = ctx.failed_case->args;
       f.meta = {{"property", prop.name},      {"impl", impl.info().name},
                 {"dtype", dtype_name(dtype)}, {"seed", config.seed},
-                {"reproduce", reproduce},     {"attncheck", version()},
+                {"reproduce", reproduce.rc_params}, {"attncheck", version()},
                 {"strict", config.strict},    {"profile", profile_name(config.profile)}};
       // What changes the cases or their judgement, so replay judges alike.
       if (config.cases > 0) f.meta["cases"] = config.cases;
@@ -325,18 +319,18 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   // A plugin's implementations are found only with the plugin loaded.
   const std::string plugin =
       impl.info().origin.empty() ? "" : fmt::format(" --plugin {}", impl.info().origin);
-  if (reproduce == kWholeRun) {
+  if (reproduce.kind == Reproduce::Kind::whole_run) {
     // A real-size failure: the seed replays the whole run, size phase and
     // search included (RapidCheck's reproduce map covers small cases only).
     report << fmt::format("  reproduce: attncheck check{} --impl {} --property {} --dtype {} "
                           "--seed {}{}\n",
                           plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
                           judgement_options(config));
-  } else if (!reproduce.empty()) {
+  } else if (reproduce.kind == Reproduce::Kind::rc_params) {
     report << fmt::format(
         "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
         "--seed {}{}\n",
-        reproduce, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
+        reproduce.rc_params, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
         judgement_options(config));
   }
   if (out.fixture) {
@@ -398,8 +392,8 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       out.discarded = small_discarded;
       out.max_budget_used = ctx.max_budget_used;
       if (sizes.failed) {
-        report_failure(prop, impl, dtype, config, ctx, kWholeRun, small_cases + sizes.cases, out,
-                       sizes.found);
+        report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}},
+                       small_cases + sizes.cases, out, sizes.found);
       } else {
         out.status = PropertyStatus::passed;
         out.message = fmt::format(
@@ -423,7 +417,8 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     rc::detail::Configuration rc_config;
     rc_config.testParams = params;
     rc_config.reproduce[metadata.id] = failure.reproduce;
-    report_failure(prop, impl, dtype, config, ctx, rc::detail::configToMinimalString(rc_config),
+    report_failure(prop, impl, dtype, config, ctx,
+                   {Reproduce::Kind::rc_params, rc::detail::configToMinimalString(rc_config)},
                    failure.numSuccess, out);
   } else {
     result.match(error);
@@ -471,7 +466,7 @@ PropertyDef case_property(std::string name, std::string statement, int default_c
       } else {
         RunConfig no_save = config;
         no_save.save_failures_dir.clear();
-        report_failure(header, impl, dtype, no_save, ctx, "", -1, out);
+        report_failure(header, impl, dtype, no_save, ctx, {}, -1, out);
       }
     }
     return out;

@@ -1,4 +1,5 @@
 #include "attncheck/generators.h"
+#include "properties/seeds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -196,16 +197,13 @@ struct Structure {
   int64_t left = -1, right = -1;
 };
 
-// SplitMix64 of a seed and an element's position: values that do not move
-// when a dim shrinks.
+// A seed and an element's position folded through mix(): values that do not
+// move when a dim shrinks.
 uint64_t hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
   uint64_t x = seed;
   for (uint64_t y : {a, b, c, d, e}) {
     x ^= y + 0x9E3779B97F4A7C15ull + (x << 6) + (x >> 2);
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
+    x = mix(x);
   }
   return x;
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/generators.h"
+#include "properties/seeds.h"
 
 namespace attncheck::gen {
 namespace {
@@ -36,14 +37,6 @@ SizeShape chunked_prefill(SizeShape s) {
   s.causal = true;
   s.align = Align::bottom_right;
   return s;
-}
-
-// SplitMix64.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 // The largest allowed head dim <= d (or the smallest allowed one).

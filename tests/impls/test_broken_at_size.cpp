@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
 #include <iostream>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "attncheck/compare.h"
+#include "attncheck/fixture.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
@@ -303,6 +305,38 @@ INSTANTIATE_TEST_SUITE_P(Catalog, SizeDependentTwinAtRealSize, testing::ValuesIn
                            std::string s = info.param.impl + "_seed" + std::to_string(info.param.seed);
                            return s;
                          });
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+TEST(SizeDependentTwinAtRealSizeFixture, ReplaysAsAFailureAndPrintsAWholeRunReproduceLine) {
+  if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
+  const auto twin = find_impl("broken_tile64_drops_tail");
+  ASSERT_TRUE(twin);
+  const std::string dir = testing::TempDir() + "attncheck-size-fixture";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  RunConfig config;
+  config.seed = 1;
+  config.save_failures_dir = dir;
+  const PropertyOutcome o =
+      run_property(*find_property("MatchesOracle"), *twin, DType::f64, config);
+  ASSERT_EQ(o.status, PropertyStatus::failed) << o.message;
+  // The seed replays the whole run: no RapidCheck map on the line.
+  EXPECT_NE(o.message.find("reproduce: attncheck check --impl broken_tile64_drops_tail "
+                           "--property MatchesOracle --dtype f64 --seed 1\n"),
+            std::string::npos)
+      << o.message;
+  ASSERT_TRUE(o.fixture);
+  const Fixture f = load_fixture(*o.fixture);
+  EXPECT_EQ(f.problem.tk, 65);
+  EXPECT_EQ(f.meta.at("reproduce"), "");  // nothing for RC_PARAMS
+  EXPECT_EQ(replay_fixture(f, *twin, RunConfig{}).status, PropertyStatus::failed);
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace attncheck
