@@ -206,4 +206,16 @@ class Implementation {
   virtual std::optional<int64_t> score_elements_computed() const { return std::nullopt; }
 };
 
+/// Sequence b's part of a forward result for p, laid out as the result for
+/// sequence_problem(p, b): out [1][heads][tq_b][dv], lse [1][heads][tq_b],
+/// weights [1][heads][tq_b][tk_b] (when returned; one zero key for a
+/// sequence without keys, as sequence_problem has). A failed result is
+/// returned as it is.
+ForwardResult sequence_result(const Problem& p, const ForwardResult& r, int64_t b);
+
+/// Sequence b's part of a backward result for p: dq, and dk / dv of its
+/// keys (packed keys; dense ones are batch entry b). dsink is a sum over
+/// every sequence and is left empty.
+BackwardResult sequence_result(const Problem& p, const BackwardResult& r, int64_t b);
+
 }  // namespace attncheck

@@ -72,14 +72,18 @@ struct Descales {
 };
 
 /// Packed variable-length sequences (SPEC 1.1): sequence b owns query rows
-/// cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (key rows likewise).
+/// cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1 (key rows likewise). A packed
+/// tensor's element (b, h, i, d) lives at (cu[b] + i) * strides[2] +
+/// h * strides[1] + d * strides[3] (strides[0] is 0); its contiguous layout
+/// is [total rows][heads][d], flash-attention's varlen layout.
 struct PackedSeqs {
   std::vector<int64_t> cu_seqlens_q;  ///< [batch + 1]; empty = dense queries
   std::vector<int64_t> cu_seqlens_k;  ///< [batch + 1]; empty = dense or paged keys
 };
 
 /// Paged K/V (SPEC 1.1): key j of sequence b is slot j % page_size of page
-/// block_table[b * block_table_stride + j / page_size].
+/// block_table[b * block_table_stride + j / page_size]. k and v are then
+/// [num_pages][kv_heads][page_size][d] tensors (strides as usual).
 struct PagedKv {
   std::vector<int64_t> seqlens_k;    ///< [batch] keys per sequence
   std::vector<int64_t> block_table;  ///< [batch][block_table_stride]
@@ -135,6 +139,33 @@ struct Problem {
   /// version 2 feature, or an input format other than dtype.
   bool needs_v2() const;
 
+  // ---- sequences (SPEC 1.1). For a dense problem every sequence has tq
+  // queries and tk keys; packed and paged problems give each its own. ----
+
+  /// Whether queries are packed (cu_seqlens_q).
+  bool packed_q() const { return packed && !packed->cu_seqlens_q.empty(); }
+  /// Whether keys are packed (cu_seqlens_k).
+  bool packed_k() const { return packed && !packed->cu_seqlens_k.empty(); }
+  /// Whether some sequence has its own lengths (packed or paged): such a
+  /// problem is judged sequence by sequence (sequence_problem).
+  bool varlen() const { return packed_q() || packed_k() || paged.has_value(); }
+  /// Queries of sequence b.
+  int64_t seq_tq(int64_t b) const;
+  /// Keys of sequence b.
+  int64_t seq_tk(int64_t b) const;
+  /// Query rows of all sequences: the sum of seq_tq (batch * tq when dense).
+  int64_t total_q() const;
+  /// Stored q element (b, h, i, d) wherever the layout puts it.
+  double q_at(int64_t b, int64_t h, int64_t i, int64_t d) const;
+  /// Stored k element (b, kv head g, key j, d): packed and paged addressing.
+  double k_at(int64_t b, int64_t g, int64_t j, int64_t d) const;
+  /// Stored v element (b, kv head g, key j, d).
+  double v_at(int64_t b, int64_t g, int64_t j, int64_t d) const;
+  /// Offset of element (b, kv head g, key j, d) of k / v inside their data.
+  size_t kv_offset(const Tensor& t, int64_t b, int64_t g, int64_t j, int64_t d) const;
+  /// Offset of element (b, h, i, d) of q inside its data.
+  size_t q_offset(int64_t b, int64_t h, int64_t i, int64_t d) const;
+
   /// A problem of the given shape with contiguous zero tensors and the
   /// default scale.
   static Problem zeros(DType dtype, int64_t batch, int64_t heads,
@@ -145,6 +176,7 @@ struct Problem {
   static double default_scale(int64_t dk);
 
   /// Key position of query i: i, or i + tk - tq when bottom-right aligned.
+  /// (A varlen problem aligns each sequence by its own lengths: key_band(b, i).)
   int64_t position(int64_t i) const {
     return align == Align::top_left ? i : i + tk - tq;
   }
@@ -161,10 +193,16 @@ struct Problem {
   /// keys key_valid and the mask can still allow.
   KeyBand key_band(int64_t i) const;
 
+  /// key_band of query i of sequence b, aligned by that sequence's own
+  /// lengths (SPEC 1.1: p_i = i + tk_b - tq_b bottom-right) and clipped to
+  /// its keys; the same as key_band(i) for a dense problem.
+  KeyBand key_band(int64_t b, int64_t i) const;
+
   /// The K/V head query head h reads (grouped-query attention).
   int64_t kv_head(int64_t h) const { return h / (heads / kv_heads); }
 
-  /// Whether key j is allowed for query i of (b, h): every constraint AND-ed.
+  /// Whether key j is allowed for query i of (b, h): every constraint AND-ed
+  /// (for a varlen problem, i < seq_tq(b) and j < seq_tk(b) too).
   bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
   /// Number of allowed keys of row (b, h, i).
@@ -188,13 +226,35 @@ struct Problem {
   /// (shapes, strides out of range, non-representable values, ...).
   void validate() const;
 
-  /// The same problem with q, k, v in contiguous [b][h][t][d] layout.
+  /// The same problem with q, k, v in contiguous [b][h][t][d] layout
+  /// (packed tensors [rows][heads][d], paged [pages][kv_heads][slots][d]).
   Problem contiguous() const;
+
+ private:
+  void validate_sequences() const;
+  Problem contiguous_varlen() const;
 };
 
-/// Index of output element (b, h, i, d) in a contiguous [b][h][tq][dv] array.
+/// Sequence b of a problem as a dense problem of batch 1 (SPEC 1.1: each
+/// sequence is the problem of section 1 with its own tq_b and tk_b): q and
+/// k / v gathered from the packed rows or the pages, contiguous; sink,
+/// descales, formats, scale, softcap, causal, alignment and window kept;
+/// dout gathered. A sequence without keys (tk_b = 0) gets one key of zeros
+/// that key_valid disallows, so its rows are empty (sink-only with a
+/// sink); one without queries (tq_b = 0) has nothing to compute and is
+/// refused (std::invalid_argument). For a dense problem, sequence b is
+/// batch entry b.
+Problem sequence_problem(const Problem& p, int64_t b);
+
+/// Index of output element (b, h, i, d) in a contiguous [b][h][tq][dv] array
+/// (with packed queries: the packed [total_q][heads][dv] array, as out, dout
+/// and dq are packed like q).
 inline size_t out_index(const Problem& p, int64_t b, int64_t h, int64_t i,
                         int64_t d) {
+  if (p.packed_q()) {
+    return static_cast<size_t>(((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads +
+                                h) * p.dv + d);
+  }
   return static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.dv + d);
 }
 
@@ -204,8 +264,13 @@ inline size_t weight_index(const Problem& p, int64_t b, int64_t h, int64_t i,
   return static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.tk + j);
 }
 
-/// Index of row (b, h, i) in a contiguous [b][h][tq] array.
+/// Index of row (b, h, i) in a contiguous [b][h][tq] array (with packed
+/// queries: lse's [heads][total_q], flash-attention's varlen layout).
 inline size_t row_index(const Problem& p, int64_t b, int64_t h, int64_t i) {
+  if (p.packed_q()) {
+    return static_cast<size_t>(h * p.total_q() + p.packed->cu_seqlens_q[static_cast<size_t>(b)] +
+                               i);
+  }
   return static_cast<size_t>((b * p.heads + h) * p.tq + i);
 }
 
