@@ -108,6 +108,22 @@ const char* array_name(ArrayKind kind) {
 }
 
 std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p) {
+  // SPEC 1.1: with packed queries out, dout and dq are packed like q, lse is
+  // [heads][total_q] and weights are not returned; packed keys pack dk, dv.
+  if (p.packed_q()) {
+    switch (kind) {
+      case ArrayKind::out: return {p.total_q(), p.heads, p.dv};
+      case ArrayKind::weights: return {0};
+      case ArrayKind::lse: return {p.heads, p.total_q()};
+      case ArrayKind::dq: return {p.total_q(), p.heads, p.dk};
+      default: break;
+    }
+  }
+  if (p.packed_k()) {
+    const int64_t rows = p.packed->cu_seqlens_k.back();
+    if (kind == ArrayKind::dk) return {rows, p.kv_heads, p.dk};
+    if (kind == ArrayKind::dv) return {rows, p.kv_heads, p.dv};
+  }
   switch (kind) {
     case ArrayKind::out: return {p.batch, p.heads, p.tq, p.dv};
     case ArrayKind::weights: return {p.batch, p.heads, p.tq, p.tk};

@@ -186,5 +186,13 @@ PropertyDef layout_property();
 PropertyDef determinism_property();
 PropertyDef agreement_property();
 PropertyDef gradients_property();
+PropertyDef sink_property();
+PropertyDef packed_property();
+PropertyDef paged_property();
+PropertyDef descale_property();
+
+/// MatchesOracle for a packed or paged problem (v2.cpp): each sequence with
+/// queries against the oracle on sequence_problem, within its tolerance.
+void judge_sequences_against_oracle(CaseContext& ctx, const Problem& p, const ForwardResult& r);
 
 }  // namespace attncheck

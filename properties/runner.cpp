@@ -25,6 +25,9 @@ const std::vector<PropertyDef>& property_catalog() {
       window_property(),           batch_head_property(),      gqa_property(),
       multihead_property(),        layout_property(),           determinism_property(),     gradients_property(),
       agreement_property(),
+      // Version 2 (SPEC 2), each only for implementations declaring its feature.
+      sink_property(),             packed_property(),          paged_property(),
+      descale_property(),
   };
   return catalog;
 }

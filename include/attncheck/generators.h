@@ -52,7 +52,31 @@ struct GenSpec {
   /// accumulation format (PrecisionTraits::s_cast): q and k stay small
   /// enough that its rounding keeps scores within the first-order analysis.
   std::optional<DType> score_storage;
+  /// The version 2 parts (ATTNCHECK_FEATURE_SINK, _PACKED, _PAGED_KV,
+  /// _DESCALE) a property takes in its problems, among those declared;
+  /// 0 = version 1 problems only (the default: a property opts in where its
+  /// statement holds for them, SPEC 2).
+  Features v2 = 0;
+  /// Version 2 parts every problem has (a subset of v2): a sink, a packed
+  /// or a paged layout, descales.
+  Features v2_required = 0;
+  /// The input formats a problem may take, each {q, kv, out = dtype}: the
+  /// implementation's declared combinations with this output format (empty:
+  /// q = kv = dtype). Each problem draws one; with v2 = 0 only {dtype,
+  /// dtype, dtype} is drawn.
+  std::vector<DTypeCombo> combos;
 };
+
+/// Every version 2 feature bit.
+inline constexpr Features kV2Features = ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
+                                        ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
+
+/// The spec with every version 2 part the implementation declares allowed
+/// (spec.v2 = its declared v2 bits).
+inline GenSpec with_v2(GenSpec spec) {
+  spec.v2 = spec.features & kV2Features;
+  return spec;
+}
 
 /// Memory layouts a strided problem can take.
 enum class Layout { contiguous, bthd, padded };
@@ -68,7 +92,10 @@ Problem with_layout(const Problem& p, Layout layout);
 GenSpec spec_for(const ImplInfo& info, DType dtype);
 
 /// Value regimes of SPEC section 3, simplest first (shrinking goes there).
-enum class Regime { small_int, dyadic, normal, large, huge, one_hot, all_equal, near_tied };
+/// fp8_edges (fp8 formats only): values at the format's ends, the
+/// largest finite values the tensor's limit allows and the subnormals
+/// (E4M3: 448 and 2^-9).
+enum class Regime { small_int, dyadic, normal, large, huge, one_hot, all_equal, near_tied, fp8_edges };
 
 /// What the generator drew: "regime X" per tensor, and per problem the
 /// constraint kinds ("constraints none", "constraints key_padding", ...,

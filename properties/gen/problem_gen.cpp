@@ -46,7 +46,8 @@ void count(const std::string& what) {
 }
 
 constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "large",
-                                        "huge",      "one_hot",   "all_equal", "near_tied"};
+                                        "huge",      "one_hot",   "all_equal", "near_tied",
+                                        "fp8_edges"};
 
 // Values of one tensor from one regime. `huge_exponent` is the tensor's own
 // safe limit: for q and k the largest power of two that keeps scores within
@@ -54,7 +55,8 @@ constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "
 // finite. `large_exponent` caps the large regime the same way where scores
 // are stored in a coarse format.
 std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_exponent) {
-  const auto regime = static_cast<Regime>(pick(8));
+  const bool fp8 = dtype == DType::e4m3 || dtype == DType::e5m2;
+  const auto regime = static_cast<Regime>(pick(fp8 ? 9 : 8));
   count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
   if (coverage) ++coverage->tensors;
   std::vector<double> x(static_cast<size_t>(n), 0.0);
@@ -91,6 +93,27 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_
     case Regime::near_tied: {  // one value plus perturbations 2^-20 apart
       const double c = small_int(3);
       for (double& e : x) e = c + std::ldexp(small_int(2), -20);
+      break;
+    }
+    case Regime::fp8_edges: {
+      // The largest values the tensor may hold (the format's largest finite
+      // value, or below it 3 * 2^huge_exponent, rounded down into the
+      // format) and its smallest subnormals (2^-9 for E4M3, 2^-16 for E5M2).
+      const double top = std::min(max_finite(dtype), 3 * std::ldexp(1.0, huge_exponent));
+      const double big = round_to(dtype, top) > top ? std::nextafter(top, 0.0) : top;
+      const int tiny = dtype == DType::e4m3 ? -9 : -16;
+      for (double& e : x) {
+        const int64_t k = pick(4);
+        const double m = k == 0 ? big : k == 1 ? std::ldexp(1.0, tiny)
+                       : k == 2 ? std::ldexp(3.0, tiny) : std::ldexp(small_int(3), -2);
+        e = coin() ? -m : m;
+      }
+      // Round down in magnitude so nothing passes the largest finite value.
+      for (double& e : x) {
+        const double r = round_to(dtype, e);
+        e = std::fabs(r) > std::fabs(e) ? std::copysign(std::fabs(r) - std::ldexp(std::fabs(r), -3), e) : r;
+        e = round_to(dtype, e);
+      }
       break;
     }
   }
@@ -292,7 +315,7 @@ Problem draw_sized(const GenSpec& spec) {
   return p;
 }
 
-Problem draw_problem(const GenSpec& spec) {
+Problem draw_dense(const GenSpec& spec, DTypeCombo formats) {
   if (spec.size) return draw_sized(spec);
   const Features f = spec.features;
   const auto has = [f](Features bit) { return (f & bit) != 0; };
@@ -381,13 +404,25 @@ Problem draw_problem(const GenSpec& spec) {
   const int qk_huge = static_cast<int>(std::floor(
       (first_order - 2 - std::log2(9.0 * static_cast<double>(n.dk))) / 2));
   const int qk_large = spec.score_storage ? qk_huge : 6;
+  // Input formats narrower than the output's (fp8) cap both regimes at
+  // what they hold: small integers up to 3 times 2^e stay below their
+  // largest finite value (448 for E4M3: e <= 7).
+  const auto fits = [](DType d, int e) { return std::min(e, std::ilogb(max_finite(d)) - 2); };
   const int v_huge = std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(n.tk));
-  const auto tensor = [dtype = spec.dtype](int64_t size, int huge, int large) {
+  const auto tensor = [](int64_t size, DType dtype, int huge, int large) {
     return part([=] { return values(size, dtype, huge, large); });
   };
-  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, qk_huge, qk_large), {n.batch, n.heads, n.tq, n.dk}, layout);
-  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge, qk_large), {n.batch, n.kv_heads, n.tk, n.dk}, layout);
-  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge, 6), {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, formats.q, fits(formats.q, qk_huge),
+                       fits(formats.q, qk_large)),
+                {n.batch, n.heads, n.tq, n.dk}, layout);
+  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, fits(formats.kv, qk_huge),
+                       fits(formats.kv, qk_large)),
+                {n.batch, n.kv_heads, n.tk, n.dk}, layout);
+  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, fits(formats.kv, v_huge),
+                       fits(formats.kv, 6)),
+                {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  if (formats.q != spec.dtype) p.q_dtype = formats.q;
+  if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
   if (coverage) {
     ++coverage->problems;
     if (!st.causal && !st.window && p.key_valid.empty() && !p.mask) count("constraints none");
@@ -407,6 +442,290 @@ Problem draw_problem(const GenSpec& spec) {
     if (n.batch != n.heads) count("batch != heads");
   }
   repair_empty_rows(p);
+  return p;
+}
+
+// ---- Version 2 parts (SPEC 1.1, issue 18) ----
+
+// What a version 2 draw adds to the dense problem, drawn first as one
+// ingredient so that shrinking it (towards no sink, dense layout, no
+// descale, the first combination) keeps the later draws in place.
+struct V2Plan {
+  bool sink = false, descale = false, packed_q = false, packed_k = false, paged = false;
+  size_t combo = 0;  // index into spec.combos
+};
+
+V2Plan draw_plan(const GenSpec& spec) {
+  return part([spec] {
+    const auto may = [&](Features bit) { return (spec.v2 & spec.features & bit) != 0; };
+    const auto must = [&](Features bit) { return may(bit) && (spec.v2_required & bit) != 0; };
+    V2Plan plan;
+    if (!spec.combos.empty() && spec.v2 != 0) {
+      plan.combo = static_cast<size_t>(pick(static_cast<int64_t>(spec.combos.size())));
+    }
+    plan.sink = must(ATTNCHECK_FEATURE_SINK) || (may(ATTNCHECK_FEATURE_SINK) && coin());
+    plan.descale = must(ATTNCHECK_FEATURE_DESCALE) || (may(ATTNCHECK_FEATURE_DESCALE) && coin());
+    // Layouts: dense, packed (queries and keys, or queries only), paged
+    // (dense or packed queries). Keys are paged or packed, not both.
+    enum { kDense, kPacked, kPackedQ, kPaged, kPagedPackedQ };
+    std::vector<int> layouts;
+    if (!must(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) layouts.push_back(kDense);
+    if (may(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) {
+      layouts.push_back(kPacked);
+      layouts.push_back(kPackedQ);
+    }
+    if (may(ATTNCHECK_FEATURE_PAGED_KV)) {
+      if (!must(ATTNCHECK_FEATURE_PACKED)) layouts.push_back(kPaged);
+      if (may(ATTNCHECK_FEATURE_PACKED)) layouts.push_back(kPagedPackedQ);
+    }
+    if (layouts.empty()) layouts.push_back(kDense);
+    const int layout = layouts[static_cast<size_t>(pick(static_cast<int64_t>(layouts.size())))];
+    plan.packed_q = layout == kPacked || layout == kPackedQ || layout == kPagedPackedQ;
+    plan.packed_k = layout == kPacked;
+    plan.paged = layout == kPaged || layout == kPagedPackedQ;
+    return plan;
+  });
+}
+
+// Descales: powers of two and not (a descale whose product with a stored
+// value is not a double is the case the oracle must keep apart). q and k
+// stay at most 1 so scores stay inside the generator's first-order limit.
+Descales draw_descales() {
+  return part([] {
+    const double qk[] = {1.0, 0.5, 0.375, 0.25, 0.1, 1.0 / 448, 0.0625};
+    const double v[] = {1.0, 2.0, 0.5, 1.5, 0.1, 3.0, 1.0 / 448};
+    return Descales{qk[pick(7)], qk[pick(7)], v[pick(7)]};
+  });
+}
+
+// Per-head sinks from the regimes: small integers, a dyadic grid, a sink
+// that dominates its rows (above every score by 2^2 to 2^5: weights of the
+// real keys down to e^-32), one far below (no influence), and zero.
+// Representable in the output format, which is the bias format
+// (SinkIsAKeyWithoutValue adds it as a bias).
+std::vector<double> draw_sinks(const Problem& p) {
+  double top = 0;  // a bound on |score| from the largest stored values
+  {
+    double mq = 0, mk = 0;
+    for (double x : p.q.data) mq = std::max(mq, std::fabs(x));
+    for (double x : p.k.data) mk = std::max(mk, std::fabs(x));
+    const Descales d = p.descale.value_or(Descales{});
+    top = std::fabs(p.scale) * d.q * d.k * mq * mk * static_cast<double>(p.dk);
+  }
+  return part([heads = p.heads, top, dtype = p.dtype] {
+    std::vector<double> sink(static_cast<size_t>(heads));
+    const int regime = static_cast<int>(pick(5));
+    count(std::string("sink ") + (regime == 0   ? "small_int"
+                                  : regime == 1 ? "dyadic"
+                                  : regime == 2 ? "dominating"
+                                  : regime == 3 ? "far below"
+                                                : "zero"));
+    for (double& x : sink) {
+      switch (regime) {
+        case 0: x = small_int(3); break;
+        case 1: x = std::ldexp(small_int(64), -4); break;
+        case 2: x = std::min(top + std::ldexp(1.0, 2 + static_cast<int>(pick(4))), 60.0); break;
+        case 3: x = -std::min(top + 40.0, 600.0); break;
+        default: x = 0; break;
+      }
+      x = round_to(dtype, x);
+    }
+    return sink;
+  });
+}
+
+// Key j of K/V head g of batch entry b of a dense tensor, copied to `at`.
+void copy_key(Tensor& to, const Tensor& from_t, size_t at, int64_t b, int64_t g, int64_t j,
+              int64_t width) {
+  for (int64_t c = 0; c < width; ++c) {
+    to.data[at + static_cast<size_t>(c)] = from_t.at(b, g, j, c);
+  }
+}
+
+// Makes the dense problem d varlen: per-sequence lengths (0 and 1 among
+// them, the longest kept as tq / tk), packed rows and / or pages. Junk
+// fills what no sequence reads (a page's tail, unused pages): values of
+// the keys' format that PagedEqualsContiguous later makes large.
+Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink) {
+  struct Lengths {
+    std::vector<int64_t> q, k;
+    int64_t page_size = 1;
+    std::vector<int64_t> page_order;  // a permutation of the pages
+    std::vector<int64_t> share;       // per sequence: share sequence 0's first page (1) or not
+    int64_t spare_pages = 0;
+  };
+  const bool bottom_right_causal = d.causal && d.align == Align::bottom_right;
+  Lengths len = part([=] {
+    Lengths l;
+    for (int64_t b = 0; b < d.batch; ++b) {
+      l.q.push_back(plan.packed_q ? *inRange<int64_t>(0, d.tq + 1) : d.tq);
+      // No key at all only with a sink (the row then holds only the sink).
+      const int64_t lo = sink ? 0 : 1;
+      l.k.push_back(plan.packed_k || plan.paged ? *inRange<int64_t>(lo, d.tk + 1) : d.tk);
+    }
+    if (plan.paged) {
+      const int64_t sizes[] = {1, 2, 3, 16};
+      l.page_size = sizes[pick(4)];
+      l.spare_pages = pick(3);
+      for (int64_t b = 0; b < d.batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
+    }
+    return l;
+  });
+  // Bottom-right causal with more queries than keys empties rows: only a
+  // sink keeps them judgeable.
+  for (int64_t b = 0; b < d.batch; ++b) {
+    if (bottom_right_causal && !sink) len.q[static_cast<size_t>(b)] =
+        std::min(len.q[static_cast<size_t>(b)], len.k[static_cast<size_t>(b)]);
+  }
+  // Some sequence has queries, and some key (tk >= 1); the longest
+  // lengths are tq / tk.
+  if (*std::max_element(len.k.begin(), len.k.end()) == 0) len.k[0] = 1;
+  if (*std::max_element(len.q.begin(), len.q.end()) == 0) {
+    len.q[0] = bottom_right_causal && !sink ? std::min(d.tq, len.k[0]) : d.tq;
+  }
+  Problem p = d;
+  p.tq = *std::max_element(len.q.begin(), len.q.end());
+  p.tk = *std::max_element(len.k.begin(), len.k.end());
+  p.packed.reset();
+  p.paged.reset();
+  p.key_valid.clear();
+  p.mask.reset();
+  p.bias.reset();
+  const auto cumulative = [](const std::vector<int64_t>& n) {
+    std::vector<int64_t> cu{0};
+    for (int64_t x : n) cu.push_back(cu.back() + x);
+    return cu;
+  };
+  if (plan.packed_q || plan.packed_k) p.packed.emplace();
+  if (plan.packed_q) {
+    p.packed->cu_seqlens_q = cumulative(len.q);
+    const int64_t rows = p.packed->cu_seqlens_q.back();
+    p.q = make_tensor(1, rows, p.heads, p.dk);
+    p.q.strides = {0, p.dk, p.heads * p.dk, 1};
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < len.q[static_cast<size_t>(b)]; ++i)
+          for (int64_t c = 0; c < p.dk; ++c) p.q.data[p.q_offset(b, h, i, c)] = d.q.at(b, h, i, c);
+  } else {
+    p.q = make_tensor(p.batch, p.heads, p.tq, p.dk);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t c = 0; c < p.dk; ++c) p.q.at(b, h, i, c) = d.q.at(b, h, i, c);
+  }
+  const DType kv_format = d.kv_dtype.value_or(d.dtype);
+  if (plan.packed_k) {
+    p.packed->cu_seqlens_k = cumulative(len.k);
+    const int64_t rows = p.packed->cu_seqlens_k.back();
+    for (auto [t, from, width] : {std::tuple{&p.k, &d.k, p.dk}, std::tuple{&p.v, &d.v, p.dv}}) {
+      *t = make_tensor(1, std::max<int64_t>(rows, 1), p.kv_heads, width);
+      t->strides = {0, width, p.kv_heads * width, 1};
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t g = 0; g < p.kv_heads; ++g)
+          for (int64_t j = 0; j < len.k[static_cast<size_t>(b)]; ++j)
+            copy_key(*t, *from, p.kv_offset(*t, b, g, j, 0), b, g, j, width);
+    }
+  } else if (plan.paged) {
+    PagedKv pg;
+    pg.page_size = len.page_size;
+    pg.seqlens_k = len.k;
+    pg.block_table_stride = (p.tk + pg.page_size - 1) / pg.page_size;
+    // Pages in order of need; sequence b > 0 may share sequence 0's first
+    // page (prefix caching): its first keys are then sequence 0's.
+    std::vector<std::vector<int64_t>> pages(static_cast<size_t>(p.batch));
+    int64_t next = 0;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t n = (len.k[static_cast<size_t>(b)] + pg.page_size - 1) / pg.page_size;
+      for (int64_t s = 0; s < n; ++s) {
+        const bool shared = s == 0 && len.share[static_cast<size_t>(b)] && !pages[0].empty();
+        pages[static_cast<size_t>(b)].push_back(shared ? pages[0][0] : next++);
+      }
+    }
+    pg.num_pages = next + len.spare_pages;
+    if (pg.num_pages == 0) pg.num_pages = 1;
+    // Shuffle the physical page numbers.
+    const std::vector<int64_t> perm = part([n = pg.num_pages] { return permutation(n); });
+    pg.block_table.assign(static_cast<size_t>(p.batch * pg.block_table_stride), pg.num_pages - 1);
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (size_t s = 0; s < pages[static_cast<size_t>(b)].size(); ++s)
+        pg.block_table[static_cast<size_t>(b * pg.block_table_stride) + s] =
+            perm[static_cast<size_t>(pages[static_cast<size_t>(b)][s])];
+    p.paged = pg;
+    // Junk everywhere first (slots no sequence reads keep it), then the keys.
+    for (auto [t, from, width] : {std::tuple{&p.k, &d.k, p.dk}, std::tuple{&p.v, &d.v, p.dv}}) {
+      *t = make_tensor(pg.num_pages, p.kv_heads, pg.page_size, width);
+      const std::vector<double> junk = part([n = t->data.size(), kv_format] {
+        std::vector<double> x(n);
+        for (double& e : x) e = round_to(kv_format, small_int(3));
+        return x;
+      });
+      t->data = junk;
+      for (int64_t b = 0; b < p.batch; ++b) {
+        const bool shares = b > 0 && !pages[0].empty() &&
+                            !pages[static_cast<size_t>(b)].empty() &&
+                            pages[static_cast<size_t>(b)][0] == pages[0][0];
+        for (int64_t g = 0; g < p.kv_heads; ++g)
+          for (int64_t j = 0; j < len.k[static_cast<size_t>(b)]; ++j) {
+            // A slot of the shared page that sequence 0 filled keeps its
+            // keys: sequence b reads them as its own first keys.
+            if (shares && j < pg.page_size && j < len.k[0]) continue;
+            copy_key(*t, *from, p.kv_offset(*t, b, g, j, 0), b, g, j, width);
+          }
+      }
+    }
+  } else {
+    p.k = d.contiguous().k;
+    p.v = d.contiguous().v;
+  }
+  if (!d.dout.empty()) p.dout.clear();
+  return p;
+}
+
+Problem draw_problem(const GenSpec& spec) {
+  // Version 1 problems unless the property takes version 2 parts, or the
+  // implementation declares no combination with q = kv = out.
+  const DTypeCombo uniform{spec.dtype, spec.dtype, spec.dtype};
+  const bool uniform_ok = spec.combos.empty() ||
+                          std::find(spec.combos.begin(), spec.combos.end(), uniform) != spec.combos.end();
+  if (spec.size || (spec.v2 == 0 && uniform_ok)) return draw_dense(spec, uniform);
+  const V2Plan plan = draw_plan(spec);
+  const DTypeCombo formats =
+      spec.combos.empty() ? DTypeCombo{spec.dtype, spec.dtype, spec.dtype} : spec.combos[plan.combo];
+  GenSpec dense = spec;
+  if (plan.packed_q || plan.packed_k || plan.paged) {
+    // SPEC 1.1's table: no key_valid, mask or bias with packed or paged.
+    dense.features &= ~(ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_MASK |
+                        ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
+  }
+  Problem d = draw_dense(dense, formats);
+  if (plan.descale) d.descale = draw_descales();
+  if (plan.sink) {
+    d.sink = draw_sinks(d);
+    // Rows whose keys are all disallowed: with a sink they hold only it.
+    const bool empty_batch = part([] { return *rc::gen::resize(100, rc::gen::weightedElement<bool>({{3, false}, {1, true}})); });
+    if (empty_batch && !d.key_valid.empty()) std::fill_n(d.key_valid.begin(), d.tk, uint8_t{0});
+  }
+  if (coverage) {
+    if (plan.sink) count("v2 sink");
+    if (plan.descale) count("v2 descale");
+    if (plan.packed_q) count(plan.packed_k ? "v2 packed" : "v2 packed queries");
+    if (plan.paged) count("v2 paged");
+    if (formats.q != spec.dtype || formats.kv != spec.dtype) count("v2 mixed formats");
+  }
+  if (!(plan.packed_q || plan.packed_k || plan.paged)) return d;
+  Problem p = make_varlen(d, plan, plan.sink);
+  // A window may leave a short sequence's rows without keys: without a
+  // sink, unbound it (as repair_empty_rows does for dense problems).
+  if (p.sink.empty()) {
+    const auto empty_row = [&] {
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t i = 0; i < p.seq_tq(b); ++i)
+          if (p.key_band(b, i).empty()) return true;
+      return false;
+    };
+    if (empty_row()) p.window_left = p.window_right = -1;
+    if (empty_row()) p.causal = false;
+  }
   return p;
 }
 
@@ -448,6 +767,9 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   s.limits = info.limits;
   if (info.precision.s_cast_format() != info.precision.accum) {
     s.score_storage = info.precision.s_cast_format();
+  }
+  for (const DTypeCombo& c : info.combos) {
+    if (c.out == dtype) s.combos.push_back(c);
   }
   return s;
 }

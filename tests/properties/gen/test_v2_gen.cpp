@@ -1,0 +1,149 @@
+// Tests of the version 2 draws (SPEC 1.1, issue 18): sinks, descales,
+// packed and paged layouts and mixed formats occur often, every problem is
+// valid, rows without keys occur only with a sink, and the layouts have
+// what real caches have (sequences of 0 and 1 queries, keyless sequences
+// with a sink, page sizes 1, 2, 3 and 16, shuffled, shared and partly
+// filled pages, unused pages).
+
+#include <gtest/gtest.h>
+
+#include <rapidcheck.h>
+
+#include <set>
+
+#include "attncheck/generators.h"
+#include "attncheck/registry.h"
+
+namespace attncheck {
+namespace {
+
+constexpr int kSamples = 2000;
+
+template <typename Check>
+void sample(const gen::GenSpec& spec, Check check) {
+  rc::Random random(2026);
+  const auto g = gen::problem(spec);
+  for (int k = 0; k < kSamples; ++k) {
+    rc::Random r = random.split();
+    check(g(r, k % 100).value());
+  }
+}
+
+// Every v1 and v2 feature, f32 output with fp8 and bf16 inputs among the
+// combinations.
+gen::GenSpec v2_spec() {
+  ImplInfo info = find_impl("loop_f64")->info();
+  info.features |= gen::kV2Features;
+  info.combos = {{DType::f32, DType::f32, DType::f32},
+                 {DType::f32, DType::e4m3, DType::f32},
+                 {DType::bf16, DType::e4m3, DType::f32},
+                 {DType::e4m3, DType::e4m3, DType::f32}};
+  return gen::with_v2(gen::spec_for(info, DType::f32));
+}
+
+bool row_without_keys(const Problem& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.seq_tq(b); ++i)
+        if (p.allowed_count(b, h, i) == 0) return true;
+  return false;
+}
+
+TEST(GeneratorV2, EveryPartOccursAndEveryProblemIsValid) {
+  gen::Coverage coverage;
+  int sink_only_rows = 0;
+  {
+    gen::CoverageScope scope(coverage);
+    sample(v2_spec(), [&](const Problem& p) {
+      ASSERT_NO_THROW(p.validate());
+      ASSERT_EQ(p.dtype, DType::f32);
+      if (row_without_keys(p)) {
+        ASSERT_FALSE(p.sink.empty()) << "a row without keys and without a sink";
+        ++sink_only_rows;
+      }
+      for (int64_t b = 0; b < p.batch; ++b) {
+        if (p.seq_tq(b) > 0) {
+          ASSERT_NO_THROW(sequence_problem(p, b).validate());
+        }
+      }
+    });
+  }
+  for (const char* part : {"v2 sink", "v2 descale", "v2 packed", "v2 packed queries", "v2 paged",
+                           "v2 mixed formats", "sink dominating", "sink far below"}) {
+    const auto n = coverage.counts[part];
+    std::cout << part << ": " << 100.0 * n / coverage.problems << "% of problems\n";
+    EXPECT_GE(n, coverage.problems / 20) << part;
+  }
+  std::cout << "fp8 tensors at the format's ends: " << coverage.counts["regime fp8_edges"] << "\n";
+  EXPECT_GE(coverage.counts["regime fp8_edges"], kSamples / 20);
+  std::cout << "problems with sink-only rows: " << sink_only_rows << "\n";
+  EXPECT_GE(sink_only_rows, kSamples / 100);
+}
+
+TEST(GeneratorV2, PackedAndPagedLayoutsHaveWhatRealBatchesHave) {
+  std::set<int64_t> page_sizes;
+  int empty_q = 0, one_q = 0, shared = 0, unused = 0, partial = 0, keyless = 0;
+  gen::GenSpec spec = v2_spec();
+  sample(spec, [&](const Problem& p) {
+    for (int64_t b = 0; b < p.batch; ++b) {
+      if (p.packed_q() && p.seq_tq(b) == 0) ++empty_q;
+      if (p.packed_q() && p.seq_tq(b) == 1) ++one_q;
+      if (p.varlen() && p.seq_tk(b) == 0) ++keyless;
+    }
+    if (!p.paged) return;
+    const PagedKv& pg = *p.paged;
+    page_sizes.insert(pg.page_size);
+    std::set<int64_t> used;
+    bool twice = false;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t n = (p.seq_tk(b) + pg.page_size - 1) / pg.page_size;
+      for (int64_t s = 0; s < n; ++s)
+        twice |= !used.insert(pg.block_table[static_cast<size_t>(b * pg.block_table_stride + s)]).second;
+      if (p.seq_tk(b) % pg.page_size != 0) ++partial;
+    }
+    shared += twice;
+    unused += static_cast<int64_t>(used.size()) < pg.num_pages;
+  });
+  EXPECT_EQ(page_sizes, (std::set<int64_t>{1, 2, 3, 16}));
+  std::cout << "packed sequences without / with one query: " << empty_q << " / " << one_q
+            << "; keyless sequences " << keyless << "; paged problems with shared pages " << shared
+            << ", unused pages " << unused << ", partly filled pages " << partial << "\n";
+  EXPECT_GT(empty_q, 20);
+  EXPECT_GT(one_q, 20);
+  EXPECT_GT(keyless, 20);
+  EXPECT_GT(shared, 20);
+  EXPECT_GT(unused, 20);
+  EXPECT_GT(partial, 20);
+}
+
+TEST(GeneratorV2, PagedKeysAreTheDenseKeysTheirTableNames) {
+  // The paged addressing and sequence_problem agree: sequence b's key j is
+  // slot j % page_size of page block_table[b][j / page_size].
+  gen::GenSpec spec = v2_spec();
+  spec.v2_required = ATTNCHECK_FEATURE_PAGED_KV;
+  sample(spec, [](const Problem& p) {
+    ASSERT_TRUE(p.paged.has_value());
+    for (int64_t b = 0; b < p.batch; ++b) {
+      if (p.seq_tq(b) == 0 || p.seq_tk(b) == 0) continue;
+      const Problem s = sequence_problem(p, b);
+      const PagedKv& pg = *p.paged;
+      for (int64_t g = 0; g < p.kv_heads; ++g)
+        for (int64_t j = 0; j < p.seq_tk(b); ++j) {
+          const int64_t page = pg.block_table[static_cast<size_t>(b * pg.block_table_stride + j / pg.page_size)];
+          ASSERT_EQ(s.k.at(0, g, j, 0), p.k.at(page, g, j % pg.page_size, 0));
+          ASSERT_EQ(s.v.at(0, g, j, p.dv - 1), p.v.at(page, g, j % pg.page_size, p.dv - 1));
+        }
+    }
+  });
+}
+
+TEST(GeneratorV2, VersionOneSpecsDrawVersionOneProblems) {
+  gen::GenSpec spec = v2_spec();
+  spec.v2 = 0;
+  sample(spec, [](const Problem& p) {
+    ASSERT_FALSE(p.needs_v2());
+  });
+}
+
+}  // namespace
+}  // namespace attncheck
