@@ -537,7 +537,7 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
 
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config) {
-  if (!impl.info().supports(dtype)) {
+  if (!impl.info().supports_output(dtype)) {
     PropertyOutcome out = blank_outcome(prop, impl, dtype);
     out.status = PropertyStatus::skipped;
     out.message = fmt::format("dtype {} is not supported", dtype_name(dtype));

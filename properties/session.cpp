@@ -65,7 +65,7 @@ std::vector<std::shared_ptr<const Implementation>> default_impls() {
 std::vector<DType> session_dtypes(const ImplInfo& info, std::optional<DType> only) {
   std::vector<DType> dtypes;
   for (DType d : kAllDTypes) {
-    if (only ? d == *only : info.supports(d)) dtypes.push_back(d);
+    if (only ? d == *only : info.supports_output(d)) dtypes.push_back(d);
   }
   return dtypes;
 }

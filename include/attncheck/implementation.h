@@ -93,6 +93,12 @@ struct ImplInfo {
 
   bool has(Features f) const { return (features & f) == f; }
   bool supports(DType d) const { return (dtypes & dtype_bit(d)) != 0; }
+  /// Whether some declared combination has output format d (the formats a
+  /// run iterates: each run draws its inputs' formats among them).
+  bool supports_output(DType d) const {
+    if (combos.empty()) return supports(d);
+    return std::any_of(combos.begin(), combos.end(), [d](const DTypeCombo& c) { return c.out == d; });
+  }
   /// Whether the combination of formats c is declared.
   bool supports(const DTypeCombo& c) const {
     if (combos.empty()) return c.q == c.out && c.kv == c.out && supports(c.out);
