@@ -130,7 +130,9 @@ TEST(Catalog, NamesAreTheSpecsInOrder) {
                        "EmptyRowsAreRejected", "ExtremeScoresStayFinite",
                        "CausalPrefixIndependence", "WindowLocality", "BatchHeadIndependence",
                        "GroupedQueryEquivalence", "MultiHeadConsistency", "LayoutInvariance", "Determinism",
-                       "GradientsMatchOracle", "CrossImplementationAgreement"}));
+                       "GradientsMatchOracle", "CrossImplementationAgreement",
+                       "SinkIsAKeyWithoutValue", "PackedEqualsSeparate", "PagedEqualsContiguous",
+                       "DescaleEquivalence"}));
 }
 
 TEST(Runner, SameSeedSameOutcome) {
