@@ -14,27 +14,14 @@
 namespace attncheck::impls {
 namespace {
 
-/// What the serving kernel computes: causal masks and windows in either
-/// alignment, GQA, softcap, any scale and strides, lse, and every version
-/// 2 feature; no key padding, explicit mask or bias (SPEC 1.1: packed and
-/// paged problems have none), no weights, no backward.
-constexpr Features kPagedFeatures =
-    ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_GQA |
-    ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_SOFTCAP |
-    ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
-    ATTNCHECK_FEATURE_SCALE | kV2Features;
-
 ImplInfo info() {
   ImplInfo i = reference_info(
-      "paged_online_f32", DType::bf16, kPagedFeatures, EmptyRowPolicy::error,
+      "paged_online_f32", DType::bf16, kPagedOnlineFeatures, EmptyRowPolicy::error,
       "serving-style online softmax in float over blocks of 16 keys, K/V cached in bf16 or "
       "E4M3 (paged, packed or dense), sinks and descales; no weights, no backward; empty rows "
       "are an error");
   i.precision = kernel_precision(DType::f32, DType::f32, kPagedKeyBlock);
-  i.combos = {{DType::bf16, DType::bf16, DType::bf16},
-              {DType::bf16, DType::e4m3, DType::bf16},
-              {DType::f32, DType::bf16, DType::f32},
-              {DType::f32, DType::e4m3, DType::f32}};
+  i.combos = paged_online_combos();
   return i;
 }
 

@@ -127,9 +127,9 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
   const auto cap = static_cast<float>(p.softcap);
   const Reader read(p, bugs);
   const auto dk = static_cast<size_t>(p.dk), dv = static_cast<size_t>(p.dv);
-  std::vector<float> q(dk), s(static_cast<size_t>(kPagedKeyBlock)), acc(dv);
-  std::vector<int64_t> k_rows(static_cast<size_t>(kPagedKeyBlock)),
-      v_rows(static_cast<size_t>(kPagedKeyBlock));
+  constexpr auto kBlock = static_cast<size_t>(kPagedKeyBlock);
+  std::vector<float> q(dk), s(kBlock), acc(dv);
+  std::vector<int64_t> k_rows(kBlock), v_rows(kBlock), keys;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t tq_b = p.seq_tq(b), tk_b = p.seq_tk(b);
     // Keys the kernel reads: the sequence's, or to the end of its last page.
@@ -148,27 +148,34 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
         if (p.causal) last = std::min(last, pos);
         if (p.window_left >= 0) first = std::max(first, pos - p.window_left);
         if (p.window_right >= 0) last = std::min(last, pos + p.window_right);
-        if (last < first && !has_sink) {
+        // The keys it visits, in order: the band, less padded keys (a
+        // dense problem's key_valid), in blocks of kPagedKeyBlock of them,
+        // so n keys take ceil(n / 16) blocks whatever the padding.
+        keys.clear();
+        for (int64_t j = std::max<int64_t>(first, 0); j <= last; ++j) {
+          if (p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)]) keys.push_back(j);
+        }
+        if (keys.empty() && !has_sink) {
           return ForwardResult::failure("query (b=" + std::to_string(b) + ", h=" +
                                         std::to_string(h) + ", i=" + std::to_string(i) +
                                         ") has no allowed key");
         }
         for (size_t d = 0; d < dk; ++d) q[d] = static_cast<float>(read.q(b, h, i, static_cast<int64_t>(d)));
         std::fill(acc.begin(), acc.end(), 0.0f);
-        float m = sink, l = has_sink ? 1.0f : 0.0f;
+        float m = sink, l = 0.0f;
         bool started = false;
-        for (int64_t j0 = first; j0 <= last; j0 += kPagedKeyBlock) {
-          const int64_t n = std::min(kPagedKeyBlock, last + 1 - j0);
+        for (size_t c0 = 0; c0 < keys.size(); c0 += kBlock) {
+          const size_t n = std::min(kBlock, keys.size() - c0);
           float block_max = -std::numeric_limits<float>::infinity();
-          for (int64_t c = 0; c < n; ++c) {
-            const auto cc = static_cast<size_t>(c);
-            k_rows[cc] = read.key_row(p.k, b, g, j0 + c);
-            v_rows[cc] = read.key_row(p.v, b, g, j0 + c);
+          for (size_t c = 0; c < n; ++c) {
+            const int64_t j = keys[c0 + c];
+            k_rows[c] = read.key_row(p.k, b, g, j);
+            v_rows[c] = read.key_row(p.v, b, g, j);
             float dot = 0;
-            for (size_t d = 0; d < dk; ++d) dot += q[d] * read.kv(p.k, k_rows[cc], static_cast<int64_t>(d));
+            for (size_t d = 0; d < dk; ++d) dot += q[d] * read.kv(p.k, k_rows[c], static_cast<int64_t>(d));
             float t = factor * dot;
             if (p.softcap > 0) t = cap * std::tanh(t / cap);
-            s[cc] = t;
+            s[c] = t;
             block_max = std::max(block_max, t);
           }
           if (!started) {
@@ -185,12 +192,11 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
             for (float& x : acc) x *= alpha;
             m = block_max;
           }
-          for (int64_t c = 0; c < n; ++c) {
-            const auto cc = static_cast<size_t>(c);
-            const float pj = std::exp(s[cc] - m);
+          for (size_t c = 0; c < n; ++c) {
+            const float pj = std::exp(s[c] - m);
             l += pj;
             const float pv = bugs.p_cast ? static_cast<float>(round_to(*bugs.p_cast, pj)) : pj;
-            for (size_t d = 0; d < dv; ++d) acc[d] += pv * read.kv(p.v, v_rows[cc], static_cast<int64_t>(d));
+            for (size_t d = 0; d < dv; ++d) acc[d] += pv * read.kv(p.v, v_rows[c], static_cast<int64_t>(d));
           }
         }
         const size_t row = row_index(p, b, h, i);

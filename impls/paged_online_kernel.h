@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "attncheck/implementation.h"
 #include "attncheck/problem.h"
@@ -18,6 +19,27 @@ namespace attncheck::impls {
 /// fixed block, not the problem's page size, so that the declared
 /// key_block holds for every problem; a block may span two pages.
 inline constexpr int64_t kPagedKeyBlock = 16;
+
+/// What the serving kernel computes: key padding (a dense sequence's
+/// length, as sequence_problem gives a sequence without keys), causal masks
+/// and windows in either alignment, GQA, softcap, any scale and strides,
+/// lse, and every version 2 feature; no explicit mask or bias (SPEC 1.1:
+/// packed and paged problems have none), no weights, no backward.
+inline constexpr Features kPagedOnlineFeatures =
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW |
+    ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_SOFTCAP |
+    ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
+    ATTNCHECK_FEATURE_SCALE | ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
+    ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
+
+/// The formats it takes {q, k / v, out}: bf16 or f32 queries and output,
+/// K/V in bf16 or E4M3.
+inline std::vector<DTypeCombo> paged_online_combos() {
+  return {{DType::bf16, DType::bf16, DType::bf16},
+          {DType::bf16, DType::e4m3, DType::bf16},
+          {DType::f32, DType::bf16, DType::f32},
+          {DType::f32, DType::e4m3, DType::f32}};
+}
 
 /// Bugs real serving kernels shipped, for the broken twins
 /// (impls/broken/); all off in paged_online_f32.
@@ -49,8 +71,9 @@ struct PagedBugs {
 };
 
 /// Per query (b, h, i), in float: the sequence's key band (causal and
-/// window at p_i = i, or i + tk_b - tq_b bottom-right), visited in blocks
-/// of kPagedKeyBlock keys from the band's first key; each key's stored
+/// window at p_i = i, or i + tk_b - tq_b bottom-right) less the keys a
+/// dense problem's key_valid pads, visited in blocks of kPagedKeyBlock of
+/// them (n keys, ceil(n / 16) blocks); each key's stored
 /// values read from its page (block_table[b][j / page_size], slot
 /// j % page_size), its packed row, or its dense row; scores t = f * (q .
 /// k) with f = scale * q_descale * k_descale rounded to float once, then

@@ -24,17 +24,10 @@ inline std::shared_ptr<const Implementation> paged_twin(std::string name, std::s
   ImplInfo info;
   info.name = std::move(name);
   info.kind = Kind::broken;
-  info.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_GQA |
-                  ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_SOFTCAP |
-                  ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
-                  ATTNCHECK_FEATURE_SCALE | kV2Features;
+  info.features = kPagedOnlineFeatures;
   info.empty_rows = EmptyRowPolicy::error;
   info.precision = kernel_precision(DType::f32, DType::f32, kPagedKeyBlock);
-  info.combos = combos.empty() ? std::vector<DTypeCombo>{{DType::bf16, DType::bf16, DType::bf16},
-                                                         {DType::bf16, DType::e4m3, DType::bf16},
-                                                         {DType::f32, DType::bf16, DType::f32},
-                                                         {DType::f32, DType::e4m3, DType::f32}}
-                               : std::move(combos);
+  info.combos = combos.empty() ? paged_online_combos() : std::move(combos);
   for (const DTypeCombo& c : info.combos) {
     if (c.q == c.out && c.kv == c.out) info.dtypes |= dtype_bit(c.out);
   }
