@@ -762,12 +762,12 @@ class PluginImpl : public Implementation {
     const int64_t k_rows = p.packed_k() ? p.packed->cu_seqlens_k.back() : 0;
     copy_strides(grads.dout_strides, p.packed_q() ? Shape{0, p.dv, p.heads * p.dv, 1}
                                                   : contiguous({p.batch, p.heads, p.tq, p.dv}));
-    const Shape q_shape = p.packed_q() ? Shape{1, q_rows, p.heads, p.dk}
-                                       : Shape{p.batch, p.heads, p.tq, p.dk};
-    const Shape k_shape = p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dk}
-                                       : Shape{p.batch, p.kv_heads, p.tk, p.dk};
-    const Shape v_shape = p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dv}
-                                       : Shape{p.batch, p.kv_heads, p.tk, p.dv};
+    const Shape q_shape =
+        p.packed_q() ? Shape{1, q_rows, p.heads, p.dk} : Shape{p.batch, p.heads, p.tq, p.dk};
+    const Shape k_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dk} : Shape{p.batch, p.kv_heads, p.tk, p.dk};
+    const Shape v_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dv} : Shape{p.batch, p.kv_heads, p.tk, p.dv};
     GuardedArray dq("dq", p.dtype, q_shape, contiguous(q_shape));
     GuardedArray dk("dk", p.dtype, k_shape, contiguous(k_shape));
     GuardedArray dv("dv", p.dtype, v_shape, contiguous(v_shape));

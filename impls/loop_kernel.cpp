@@ -54,7 +54,8 @@ void softmax_row(const Problem& p, int64_t b, int64_t h, int64_t i, Row<T>& r) {
   const T factor = score_factor<T>(p);
   const T cap = static_cast<T>(p.softcap);
   const int64_t g = p.kv_head(h);
-  for (int64_t d = 0; d < p.dk; ++d) r.q[static_cast<size_t>(d)] = static_cast<T>(p.q_at(b, h, i, d));
+  for (int64_t d = 0; d < p.dk; ++d)
+    r.q[static_cast<size_t>(d)] = static_cast<T>(p.q_at(b, h, i, d));
   const int64_t s3 = p.k.strides[3];
   r.any = false;
   std::fill(r.ok.begin(), r.ok.end(), uint8_t{0});
@@ -65,7 +66,8 @@ void softmax_row(const Problem& p, int64_t b, int64_t h, int64_t i, Row<T>& r) {
     if (!r.ok[jj]) continue;
     const double* k = p.k.data.data() + p.kv_offset(p.k, b, g, j, 0);
     T dot = 0;
-    for (int64_t d = 0; d < p.dk; ++d) dot += r.q[static_cast<size_t>(d)] * static_cast<T>(k[d * s3]);
+    for (int64_t d = 0; d < p.dk; ++d)
+      dot += r.q[static_cast<size_t>(d)] * static_cast<T>(k[d * s3]);
     T t = factor * dot;
     if (p.softcap > 0) {
       r.th[jj] = std::tanh(t / cap);
@@ -113,8 +115,8 @@ double to_output(const Problem& p, T x) {
 // or [b][h][tq][dk].
 size_t dq_index(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t d) {
   if (p.packed_q()) {
-    return static_cast<size_t>(((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads +
-                                h) * p.dk + d);
+    return static_cast<size_t>(
+        ((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h) * p.dk + d);
   }
   return static_cast<size_t>(((b * p.heads + h) * p.tq + i) * p.dk + d);
 }
@@ -163,7 +165,8 @@ ForwardResult loop_forward(const Problem& p, EmptyRowPolicy empty_rows) {
         for (int64_t j = 0; j < p.seq_tk(b); ++j) {
           const auto jj = static_cast<size_t>(j);
           if (!row.ok[jj]) continue;
-          if (!r.weights.empty()) r.weights[weight_index(p, b, h, i, j)] = static_cast<double>(row.a[jj]);
+          if (!r.weights.empty())
+            r.weights[weight_index(p, b, h, i, j)] = static_cast<double>(row.a[jj]);
           for (int64_t d = 0; d < p.dv; ++d) {
             o[static_cast<size_t>(d)] += row.a[jj] * static_cast<T>(p.v_at(b, g, j, d));
           }

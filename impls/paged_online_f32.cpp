@@ -25,8 +25,9 @@ ImplInfo info() {
   return i;
 }
 
-ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    info(), [](const Problem& p) { return paged_online_forward(p); }));
+ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(info(), [](const Problem& p) {
+  return paged_online_forward(p);
+}));
 
 }  // namespace
 }  // namespace attncheck::impls

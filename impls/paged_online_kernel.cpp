@@ -133,10 +133,10 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t tq_b = p.seq_tq(b), tk_b = p.seq_tk(b);
     // Keys the kernel reads: the sequence's, or to the end of its last page.
-    const int64_t n_read = bugs.read_page_tail && p.paged
-                               ? (tk_b + p.paged->page_size - 1) / p.paged->page_size *
-                                     p.paged->page_size
-                               : tk_b;
+    const int64_t n_read =
+        bugs.read_page_tail && p.paged
+            ? (tk_b + p.paged->page_size - 1) / p.paged->page_size * p.paged->page_size
+            : tk_b;
     const int64_t shift = bugs.align_from_max_lengths ? p.tk - p.tq : tk_b - tq_b;
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
@@ -153,14 +153,16 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
         // so n keys take ceil(n / 16) blocks whatever the padding.
         keys.clear();
         for (int64_t j = std::max<int64_t>(first, 0); j <= last; ++j) {
-          if (p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)]) keys.push_back(j);
+          if (p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)])
+            keys.push_back(j);
         }
         if (keys.empty() && !has_sink) {
-          return ForwardResult::failure("query (b=" + std::to_string(b) + ", h=" +
-                                        std::to_string(h) + ", i=" + std::to_string(i) +
+          return ForwardResult::failure("query (b=" + std::to_string(b) +
+                                        ", h=" + std::to_string(h) + ", i=" + std::to_string(i) +
                                         ") has no allowed key");
         }
-        for (size_t d = 0; d < dk; ++d) q[d] = static_cast<float>(read.q(b, h, i, static_cast<int64_t>(d)));
+        for (size_t d = 0; d < dk; ++d)
+          q[d] = static_cast<float>(read.q(b, h, i, static_cast<int64_t>(d)));
         std::fill(acc.begin(), acc.end(), 0.0f);
         float m = sink, l = 0.0f;
         bool started = false;
@@ -172,7 +174,8 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
             k_rows[c] = read.key_row(p.k, b, g, j);
             v_rows[c] = read.key_row(p.v, b, g, j);
             float dot = 0;
-            for (size_t d = 0; d < dk; ++d) dot += q[d] * read.kv(p.k, k_rows[c], static_cast<int64_t>(d));
+            for (size_t d = 0; d < dk; ++d)
+              dot += q[d] * read.kv(p.k, k_rows[c], static_cast<int64_t>(d));
             float t = factor * dot;
             if (p.softcap > 0) t = cap * std::tanh(t / cap);
             s[c] = t;
@@ -196,7 +199,8 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
             const float pj = std::exp(s[c] - m);
             l += pj;
             const float pv = bugs.p_cast ? static_cast<float>(round_to(*bugs.p_cast, pj)) : pj;
-            for (size_t d = 0; d < dv; ++d) acc[d] += pv * read.kv(p.v, v_rows[c], static_cast<int64_t>(d));
+            for (size_t d = 0; d < dv; ++d)
+              acc[d] += pv * read.kv(p.v, v_rows[c], static_cast<int64_t>(d));
           }
         }
         const size_t row = row_index(p, b, h, i);

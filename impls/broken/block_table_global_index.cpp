@@ -9,13 +9,13 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_block_table_global_index", "PagedEqualsContiguous",
-                             "paged_online_f32 looking keys up in the block table by their "
-                             "global index instead of their index in the sequence",
-                             [] {
-                               PagedBugs b;
-                               b.block_table_global_index = true;
-                               return b;
-                             }()));
+                                   "paged_online_f32 looking keys up in the block table by their "
+                                   "global index instead of their index in the sequence",
+                                   [] {
+                                     PagedBugs b;
+                                     b.block_table_global_index = true;
+                                     return b;
+                                   }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

@@ -8,14 +8,14 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_e4m3_as_e5m2", "MatchesOracle",
-                             "paged_online_f32 decoding its E4M3 K/V cache as E5M2",
-                             [] {
-                               PagedBugs b;
-                               b.e4m3_as_e5m2 = true;
-                               return b;
-                             }(),
-                             {{DType::bf16, DType::e4m3, DType::bf16},
-                              {DType::f32, DType::e4m3, DType::f32}}));
+                                   "paged_online_f32 decoding its E4M3 K/V cache as E5M2",
+                                   [] {
+                                     PagedBugs b;
+                                     b.e4m3_as_e5m2 = true;
+                                     return b;
+                                   }(),
+                                   {{DType::bf16, DType::e4m3, DType::bf16},
+                                    {DType::f32, DType::e4m3, DType::f32}}));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

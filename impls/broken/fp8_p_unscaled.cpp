@@ -9,14 +9,15 @@
 namespace attncheck::impls::broken {
 namespace {
 
-ATTNCHECK_REGISTER_IMPL(paged_twin("broken_fp8_p_unscaled", "MatchesOracle",
-                             "paged_online_f32 rounding P to E4M3 before P.V without a scale, "
-                             "declared p_cast f32",
-                             [] {
-                               PagedBugs b;
-                               b.p_cast = DType::e4m3;
-                               return b;
-                             }()));
+ATTNCHECK_REGISTER_IMPL(
+    paged_twin("broken_fp8_p_unscaled", "MatchesOracle",
+               "paged_online_f32 rounding P to E4M3 before P.V without a scale, "
+               "declared p_cast f32",
+               [] {
+                 PagedBugs b;
+                 b.p_cast = DType::e4m3;
+                 return b;
+               }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

@@ -9,13 +9,13 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_packed_align_from_max", "PackedEqualsSeparate",
-                             "paged_online_f32 aligning every sequence bottom-right by the "
-                             "problem's tq / tk (the longest) instead of its own lengths",
-                             [] {
-                               PagedBugs b;
-                               b.align_from_max_lengths = true;
-                               return b;
-                             }()));
+                                   "paged_online_f32 aligning every sequence bottom-right by the "
+                                   "problem's tq / tk (the longest) instead of its own lengths",
+                                   [] {
+                                     PagedBugs b;
+                                     b.align_from_max_lengths = true;
+                                     return b;
+                                   }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

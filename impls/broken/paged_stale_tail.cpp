@@ -9,13 +9,13 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_paged_stale_tail", "PagedEqualsContiguous",
-                             "paged_online_f32 attending every slot of the last page, past "
-                             "seqlens_k (the stale tail)",
-                             [] {
-                               PagedBugs b;
-                               b.read_page_tail = true;
-                               return b;
-                             }()));
+                                   "paged_online_f32 attending every slot of the last page, past "
+                                   "seqlens_k (the stale tail)",
+                                   [] {
+                                     PagedBugs b;
+                                     b.read_page_tail = true;
+                                     return b;
+                                   }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

@@ -9,14 +9,15 @@
 namespace attncheck::impls::broken {
 namespace {
 
-ATTNCHECK_REGISTER_IMPL(paged_twin("broken_sink_in_numerator", "SinkIsAKeyWithoutValue",
-                             "paged_online_f32 whose accumulator starts at exp(sink - m) like "
-                             "the sum: the sink added to the numerator (o gains a_sink)",
-                             [] {
-                               PagedBugs b;
-                               b.sink_in_numerator = true;
-                               return b;
-                             }()));
+ATTNCHECK_REGISTER_IMPL(
+    paged_twin("broken_sink_in_numerator", "SinkIsAKeyWithoutValue",
+               "paged_online_f32 whose accumulator starts at exp(sink - m) like "
+               "the sum: the sink added to the numerator (o gains a_sink)",
+               [] {
+                 PagedBugs b;
+                 b.sink_in_numerator = true;
+                 return b;
+               }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

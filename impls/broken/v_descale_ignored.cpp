@@ -8,12 +8,11 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_v_descale_ignored", "DescaleEquivalence",
-                             "paged_online_f32 that never multiplies by v_descale",
-                             [] {
-                               PagedBugs b;
-                               b.v_descale_times = 0;
-                               return b;
-                             }()));
+                                   "paged_online_f32 that never multiplies by v_descale", [] {
+                                     PagedBugs b;
+                                     b.v_descale_times = 0;
+                                     return b;
+                                   }()));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <limits>
 
 #include "attncheck/error.h"
@@ -599,7 +599,9 @@ Problem packed_batch(const std::vector<int64_t>& q_lens, const std::vector<int64
 }
 
 // A value naming element (b, h, i, d).
-double code(int64_t b, int64_t h, int64_t i, int64_t d) { return 1000.0 * b + 100 * h + 10 * i + d; }
+double code(int64_t b, int64_t h, int64_t i, int64_t d) {
+  return 1000.0 * b + 100 * h + 10 * i + d;
+}
 
 // Writes code(b, h, i, d) into out and lse at the places SPEC 1.1 gives a
 // packed problem; counts the weights arrays it was handed.
@@ -628,8 +630,8 @@ int coded_backward(void*, const attncheck_problem* p, attncheck_grads* g, attnch
     for (int64_t h = 0; h < p->heads; ++h)
       for (int64_t i = 0; i < cq[b + 1] - cq[b]; ++i) {
         const int64_t row = cq[b] + i;
-        const double dout = read_element(
-            p->dtype, g->dout, row * g->dout_strides[2] + h * g->dout_strides[1]);
+        const double dout =
+            read_element(p->dtype, g->dout, row * g->dout_strides[2] + h * g->dout_strides[1]);
         for (int64_t d = 0; d < p->dk; ++d)
           write_element(p->dtype, g->dq, (row * p->heads + h) * p->dk + d, code(b, h, i, d) + dout);
       }
@@ -646,9 +648,9 @@ int coded_backward(void*, const attncheck_problem* p, attncheck_grads* g, attnch
 }
 
 TEST_F(PluginCall, PackedQueriesGetPackedOutputsAndNoWeights) {
-  attncheck_impl d = descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_PACKED |
-                                ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
-                                ATTNCHECK_FEATURE_BACKWARD);
+  attncheck_impl d =
+      descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_WEIGHTS |
+                 ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_BACKWARD);
   d.forward = coded_forward;
   d.backward = coded_backward;
   // The loader's sentinels show any element of out, lse, dq, dk or dv the
@@ -671,19 +673,23 @@ TEST_F(PluginCall, PackedQueriesGetPackedOutputsAndNoWeights) {
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.heads; ++h)
         for (int64_t i = 0; i < p.seq_tq(b); ++i) {
-          for (int64_t e = 0; e < p.dv; ++e) EXPECT_EQ(r.out[out_index(p, b, h, i, e)], code(b, h, i, e));
+          for (int64_t e = 0; e < p.dv; ++e)
+            EXPECT_EQ(r.out[out_index(p, b, h, i, e)], code(b, h, i, e));
           EXPECT_EQ(r.lse[row_index(p, b, h, i)], code(b, h, i, 0));
           for (int64_t e = 0; e < p.dk; ++e) {
-            EXPECT_EQ(g.dq[static_cast<size_t>(((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) *
-                                                p.heads + h) * p.dk + e)],
-                      code(b, h, i, e) + p.dout[out_index(p, b, h, i, 0)]);
+            EXPECT_EQ(
+                g.dq[static_cast<size_t>(
+                    ((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h) * p.dk +
+                    e)],
+                code(b, h, i, e) + p.dout[out_index(p, b, h, i, 0)]);
           }
         }
     // dk / dv [total_k][kv_heads][d]: sequence_result reads them so.
     for (int64_t b = 0; b < p.batch; ++b) {
       const BackwardResult part = sequence_result(p, g, b);
       for (int64_t j = 0; j < p.seq_tk(b); ++j)
-        for (int64_t e = 0; e < p.dk; ++e) EXPECT_EQ(part.dk[static_cast<size_t>(j * p.dk + e)], code(b, 0, j, e));
+        for (int64_t e = 0; e < p.dk; ++e)
+          EXPECT_EQ(part.dk[static_cast<size_t>(j * p.dk + e)], code(b, 0, j, e));
     }
   }
 }
@@ -714,8 +720,10 @@ TEST(PluginLoad, TheVersionTwoExampleMatchesTheLoopReferencePackedAndPaged) {
   for (Tensor* t : {&paged.k, &paged.v}) std::fill(t->data.begin(), t->data.end(), 64.0);
   for (int64_t b : {0, 2})
     for (int64_t j = 0; j < packed.seq_tk(b); ++j) {
-      for (int64_t e = 0; e < 2; ++e) paged.k.data[paged.kv_offset(paged.k, b, 0, j, e)] = packed.k_at(b, 0, j, e);
-      for (int64_t e = 0; e < 3; ++e) paged.v.data[paged.kv_offset(paged.v, b, 0, j, e)] = packed.v_at(b, 0, j, e);
+      for (int64_t e = 0; e < 2; ++e)
+        paged.k.data[paged.kv_offset(paged.k, b, 0, j, e)] = packed.k_at(b, 0, j, e);
+      for (int64_t e = 0; e < 3; ++e)
+        paged.v.data[paged.kv_offset(paged.v, b, 0, j, e)] = packed.v_at(b, 0, j, e);
     }
   for (const Problem& p : {packed, paged}) {
     ASSERT_NO_THROW(p.validate());
@@ -731,7 +739,8 @@ TEST(PluginLoad, TheVersionTwoExampleMatchesTheLoopReferencePackedAndPaged) {
     for (size_t k = 0; k < got.out.size(); ++k) EXPECT_NEAR(got.out[k], want.out[k], 1e-7) << k;
     for (size_t k = 0; k < got.lse.size(); ++k) EXPECT_NEAR(got.lse[k], want.lse[k], 1e-14) << k;
     // Sequence 1's row has only the sink.
-    for (int64_t h = 0; h < 2; ++h) EXPECT_EQ(got.lse[row_index(p, 1, h, 0)], p.sink[static_cast<size_t>(h)]);
+    for (int64_t h = 0; h < 2; ++h)
+      EXPECT_EQ(got.lse[row_index(p, 1, h, 0)], p.sink[static_cast<size_t>(h)]);
   }
 }
 

@@ -19,8 +19,8 @@
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
 #include "size_dependent_twins.h"
-#include "v2_twins.h"
 #include "test_support.h"
+#include "v2_twins.h"
 
 namespace attncheck {
 namespace {

@@ -94,8 +94,10 @@ Problem paged_from(const Problem& p, int64_t page_size, double stale) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t j = 0; j < p.seq_tk(b); ++j) {
-        for (int64_t d = 0; d < p.dk; ++d) c.k.data[c.kv_offset(c.k, b, g, j, d)] = p.k_at(b, g, j, d);
-        for (int64_t d = 0; d < p.dv; ++d) c.v.data[c.kv_offset(c.v, b, g, j, d)] = p.v_at(b, g, j, d);
+        for (int64_t d = 0; d < p.dk; ++d)
+          c.k.data[c.kv_offset(c.k, b, g, j, d)] = p.k_at(b, g, j, d);
+        for (int64_t d = 0; d < p.dv; ++d)
+          c.v.data[c.kv_offset(c.v, b, g, j, d)] = p.v_at(b, g, j, d);
       }
   return c;
 }
@@ -112,7 +114,8 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t k = 0; k < got.size(); ++k) {
-    EXPECT_NEAR(got[k], want[k], rel * std::max(std::fabs(want[k]), 1.0)) << what << " element " << k;
+    EXPECT_NEAR(got[k], want[k], rel * std::max(std::fabs(want[k]), 1.0))
+        << what << " element " << k;
   }
 }
 
@@ -316,9 +319,9 @@ TEST(Paged, EqualsTheContiguousKeysBitwiseWhateverTheStaleSlotsHold) {
                                 {"paged_online_f32", {DType::f32, DType::e4m3, DType::f32}}}) {
     // Dense queries (weights returned where declared) and packed ones.
     for (bool packed_q : {false, true}) {
-      Problem p = packed_problem(packed_q ? std::vector<int64_t>{2, 3, 1}
-                                          : std::vector<int64_t>{3, 3, 3},
-                                 {5, 1, 7}, f, 41);
+      Problem p =
+          packed_problem(packed_q ? std::vector<int64_t>{2, 3, 1} : std::vector<int64_t>{3, 3, 3},
+                         {5, 1, 7}, f, 41);
       if (!packed_q) {
         Problem dense = Problem::zeros(f.out, 3, 4, 2, 3, 7, 3, 2);
         Values values(42);
@@ -436,8 +439,8 @@ std::vector<TwinCase> twin_cases() {
   }
   cases.push_back({"broken_block_table_global_index",
                    paged_from(packed_problem({2, 2}, {3, 5}, kF32Bf16, 84), 2, 0)});
-  cases.push_back({"broken_paged_stale_tail",
-                   paged_from(packed_problem({2, 2}, {3, 5}, kF32Bf16, 85), 4, 3)});
+  cases.push_back(
+      {"broken_paged_stale_tail", paged_from(packed_problem({2, 2}, {3, 5}, kF32Bf16, 85), 4, 3)});
   for (const char* name : {"broken_v_descale_twice", "broken_v_descale_ignored"}) {
     Problem p = packed_problem({2, 2}, {3, 2}, e4m3, 86);
     p.descale = Descales{0.75, 1.5, 0.625};

@@ -19,10 +19,10 @@
 namespace attncheck::test_support {
 
 inline constexpr std::array<std::string_view, 9> kV2Twins = {
-    "broken_sink_in_numerator",        "broken_cu_seqlens_off_by_one",
-    "broken_packed_align_from_max",    "broken_block_table_global_index",
-    "broken_paged_stale_tail",         "broken_v_descale_twice",
-    "broken_v_descale_ignored",        "broken_e4m3_as_e5m2",
+    "broken_sink_in_numerator",     "broken_cu_seqlens_off_by_one",
+    "broken_packed_align_from_max", "broken_block_table_global_index",
+    "broken_paged_stale_tail",      "broken_v_descale_twice",
+    "broken_v_descale_ignored",     "broken_e4m3_as_e5m2",
     "broken_fp8_p_unscaled"};
 
 /// Whether `name` is a version 2 twin, shown wrong only by test_v2_impls.
