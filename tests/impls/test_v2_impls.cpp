@@ -290,27 +290,38 @@ TEST(Packed, EqualsEachSequenceAsItsOwnProblemBitwise) {
 }
 
 TEST(Packed, BackwardEqualsEachSequenceBitwise) {
-  Problem p = packed_problem({2, 3, 1}, {3, 1, 2}, kF64, 31);
-  p.causal = true;
-  p.sink = {0.5, 0.25, -1.0, 1.0};
-  Values values(32);
-  p.dout.resize(static_cast<size_t>(p.total_q() * p.heads * p.dv));
-  for (double& x : p.dout) x = values.next();
-  const auto loop = impl("loop_f64");
-  const BackwardResult whole = loop->backward(p);
-  ASSERT_EQ(whole.status, Status::ok) << whole.error;
-  std::vector<double> dsink(4, 0.0);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const BackwardResult alone = loop->backward(sequence_problem(p, b));
-    ASSERT_EQ(alone.status, Status::ok) << alone.error;
-    const BackwardResult part = sequence_result(p, whole, b);
-    expect_same(part.dq, alone.dq, "dq of " + std::to_string(b));
-    expect_same(part.dk, alone.dk, "dk of " + std::to_string(b));
-    expect_same(part.dv, alone.dv, "dv of " + std::to_string(b));
-    for (size_t h = 0; h < 4; ++h) dsink[h] += alone.dsink[h];
+  // loop_f64, and loop_f32 with fp8 inputs, descales and a bf16 output
+  // (gradients rounded to bf16 like out).
+  for (const auto& [name, f] : {std::pair<std::string, DTypeCombo>{"loop_f64", kF64},
+                                {"loop_f32", {DType::bf16, DType::e4m3, DType::bf16}}}) {
+    Problem p = packed_problem({2, 3, 1}, {3, 1, 2}, f, 31);
+    p.causal = true;
+    p.sink = {0.5, 0.25, -1.0, 1.0};
+    if (name == "loop_f32") p.descale = Descales{0.75, 1.5, 0.625};
+    Values values(32);
+    p.dout.resize(static_cast<size_t>(p.total_q() * p.heads * p.dv));
+    for (double& x : p.dout) x = values.next();
+    const auto loop = impl(name);
+    const BackwardResult whole = loop->backward(p);
+    ASSERT_EQ(whole.status, Status::ok) << name << ": " << whole.error;
+    std::vector<double> dsink(4, 0.0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const BackwardResult alone = loop->backward(sequence_problem(p, b));
+      ASSERT_EQ(alone.status, Status::ok) << alone.error;
+      const BackwardResult part = sequence_result(p, whole, b);
+      const std::string what = name + " sequence " + std::to_string(b);
+      expect_same(part.dq, alone.dq, what + " dq");
+      expect_same(part.dk, alone.dk, what + " dk");
+      expect_same(part.dv, alone.dv, what + " dv");
+      for (size_t h = 0; h < 4; ++h) dsink[h] += alone.dsink[h];
+    }
+    if (name == "loop_f32") {
+      for (double x : whole.dq) EXPECT_TRUE(representable(DType::bf16, x)) << x;
+    } else {
+      // d sink sums over every sequence, in another order.
+      expect_close(whole.dsink, dsink, 1e-15, "dsink");
+    }
   }
-  // d sink sums over every sequence, in another order.
-  expect_close(whole.dsink, dsink, 1e-15, "dsink");
 }
 
 TEST(Paged, EqualsTheContiguousKeysBitwiseWhateverTheStaleSlotsHold) {
