@@ -449,6 +449,44 @@ class GuardedInput {
   std::vector<unsigned char> storage_, pristine_;
 };
 
+// Where a forward pass writes: out as the harness holds it (shape and
+// strides of its GuardedArray, whose values() are then in out_index order)
+// and the strides the plugin is given (indexed b, h, i, d); lse's shape.
+// Dense queries: out [b][h][tq][dv] (in q's layout family for STRIDES
+// implementations), lse [b][h][tq]. Packed queries (SPEC 1.1): out packed
+// like q, [total_q][heads][dv] with out_strides {0, dv, heads * dv, 1} (or
+// q's layout family), and lse [heads][total_q].
+struct OutputLayout {
+  Shape out_shape, out_strides, abi_out_strides, lse_shape;
+};
+
+OutputLayout output_layout(const Problem& p, bool strided) {
+  OutputLayout l;
+  if (!p.packed_q()) {
+    l.out_shape = {p.batch, p.heads, p.tq, p.dv};
+    l.out_strides = strided ? layout_like(p.q, {p.batch, p.heads, p.tq, p.dk}, l.out_shape)
+                            : contiguous(l.out_shape);
+    l.abi_out_strides = l.out_strides;
+    l.lse_shape = {p.batch, p.heads, p.tq, 1};
+    return l;
+  }
+  const int64_t rows = p.total_q();
+  // Axes (1, row, head, d): q's strides in that order, axis 0 outermost.
+  l.out_shape = {1, rows, p.heads, p.dv};
+  if (strided) {
+    Tensor like;
+    like.strides = {std::numeric_limits<int64_t>::max() / 4, p.q.strides[2], p.q.strides[1],
+                    p.q.strides[3]};
+    like.data.resize(p.q.data.size());
+    l.out_strides = layout_like(like, {1, rows, p.heads, p.dk}, l.out_shape);
+  } else {
+    l.out_strides = contiguous(l.out_shape);
+  }
+  l.abi_out_strides = {0, l.out_strides[2], l.out_strides[1], l.out_strides[3]};
+  l.lse_shape = {1, p.heads, rows, 1};
+  return l;
+}
+
 // The two layouts of the C ABI, as the code below uses them: the frozen
 // version 1 structs and plugin.h's version 2 ones. Every version 1 field
 // has the same name in both, so one template body serves the two.
@@ -662,23 +700,21 @@ class PluginImpl : public Implementation {
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
     CProblem<Abi> cp(p);
-    const Shape out_shape{p.batch, p.heads, p.tq, p.dv};
-    GuardedArray out("out", p.dtype, out_shape,
-                     strided ? layout_like(p.q, {p.batch, p.heads, p.tq, p.dk}, out_shape)
-                             : contiguous(out_shape));
+    const OutputLayout layout = output_layout(p, strided);
+    GuardedArray out("out", p.dtype, layout.out_shape, layout.out_strides);
     std::optional<GuardedArray> weights, lse;
-    if (info_.has(ATTNCHECK_FEATURE_WEIGHTS)) {
+    // SPEC 1.1: packed queries return no weights.
+    if (info_.has(ATTNCHECK_FEATURE_WEIGHTS) && !p.packed_q()) {
       const Shape s{p.batch, p.heads, p.tq, p.tk};
       weights.emplace("weights", DType::f64, s, contiguous(s));
     }
     if (info_.has(ATTNCHECK_FEATURE_LSE)) {
-      const Shape s{p.batch, p.heads, p.tq, 1};
-      lse.emplace("lse", DType::f64, s, contiguous(s));
+      lse.emplace("lse", DType::f64, layout.lse_shape, contiguous(layout.lse_shape));
     }
     typename Abi::Outputs co;
     std::memset(&co, 0, sizeof co);
     co.out = out.data();
-    copy_strides(co.out_strides, out.strides());
+    copy_strides(co.out_strides, layout.abi_out_strides);
     co.weights = weights ? static_cast<double*>(weights->data()) : nullptr;
     co.lse = lse ? static_cast<double*>(lse->data()) : nullptr;
 
@@ -721,10 +757,17 @@ class PluginImpl : public Implementation {
     typename Abi::Grads grads;
     std::memset(&grads, 0, sizeof grads);
     grads.dout = cp.add_dout(encode(p.dtype, p.dout), p.dtype);
-    copy_strides(grads.dout_strides, contiguous({p.batch, p.heads, p.tq, p.dv}));
-    const Shape q_shape{p.batch, p.heads, p.tq, p.dk};
-    const Shape k_shape{p.batch, p.kv_heads, p.tk, p.dk};
-    const Shape v_shape{p.batch, p.kv_heads, p.tk, p.dv};
+    // SPEC 1.1: dout and dq packed like q, dk and dv like k.
+    const int64_t q_rows = p.total_q();
+    const int64_t k_rows = p.packed_k() ? p.packed->cu_seqlens_k.back() : 0;
+    copy_strides(grads.dout_strides, p.packed_q() ? Shape{0, p.dv, p.heads * p.dv, 1}
+                                                  : contiguous({p.batch, p.heads, p.tq, p.dv}));
+    const Shape q_shape =
+        p.packed_q() ? Shape{1, q_rows, p.heads, p.dk} : Shape{p.batch, p.heads, p.tq, p.dk};
+    const Shape k_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dk} : Shape{p.batch, p.kv_heads, p.tk, p.dk};
+    const Shape v_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dv} : Shape{p.batch, p.kv_heads, p.tk, p.dv};
     GuardedArray dq("dq", p.dtype, q_shape, contiguous(q_shape));
     GuardedArray dk("dk", p.dtype, k_shape, contiguous(k_shape));
     GuardedArray dv("dv", p.dtype, v_shape, contiguous(v_shape));

@@ -25,6 +25,11 @@ inline constexpr Features kLoopFeatures =
     ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
     ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
 
+/// The version 2 features (SPEC 1.1) the widened loop kernels compute:
+/// sinks, packed sequences, paged K/V and descaled (fp8) inputs.
+inline constexpr Features kV2Features = ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
+                                        ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
+
 /// What the Eigen batched kernels compute: key padding and causal masks,
 /// grouped-query attention, weights, any scale; nothing that needs
 /// per-element score edits.
@@ -63,16 +68,19 @@ inline PrecisionTraits kernel_precision(DType accum, DType p_cast, int64_t key_b
 /// The error of an `error`-policy implementation for the first query (in
 /// b, h, i order) that has no allowed key, or nullopt when there is none.
 /// One wording for all of them, so users and tests can rely on
-/// "query (b=".
+/// "query (b=". With a sink no row is empty (SPEC 1.1: a row without keys
+/// gives o = 0 and lse = sink_h under either policy); a varlen problem's
+/// sequences are checked with their own lengths.
 inline std::optional<std::string> first_empty_row_error(const Problem& p) {
+  if (!p.sink.empty()) return std::nullopt;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i) {
+      for (int64_t i = 0; i < p.seq_tq(b); ++i) {
         // Only keys inside the causal and window limits can be allowed, and
         // the first allowed one settles the row: a linear cost in tq, where
         // counting every row's keys would be tq * tk (the bench's long
         // sliding-window runs).
-        const KeyBand band = p.key_band(i);
+        const KeyBand band = p.key_band(b, i);
         bool any = false;
         for (int64_t j = band.first; j <= band.last && !any; ++j) any = p.allowed(b, h, i, j);
         if (!any) {

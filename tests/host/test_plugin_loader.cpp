@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -566,6 +567,181 @@ TEST_F(PluginCall, BackwardGradientsComeBackAndAreGuarded) {
   // Without FEATURE_BACKWARD the backward function is never called.
   EXPECT_EQ(make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test")->backward(p).status,
             Status::unsupported);
+}
+
+// ---- version 2 output layouts (SPEC 1.1) ----
+
+// A packed f64 batch: sequences of these lengths, 2 heads over 1 K/V head,
+// dk 2, dv 3, q and k / v packed [rows][heads][d] with the values 0.25,
+// 0.625, ... (exact in f32 and bf16).
+Problem packed_batch(const std::vector<int64_t>& q_lens, const std::vector<int64_t>& k_lens,
+                     DType dtype) {
+  const auto cu = [](const std::vector<int64_t>& n) {
+    std::vector<int64_t> c{0};
+    for (int64_t x : n) c.push_back(c.back() + x);
+    return c;
+  };
+  Problem p = Problem::zeros(dtype, static_cast<int64_t>(q_lens.size()), 2, 1,
+                             *std::max_element(q_lens.begin(), q_lens.end()),
+                             *std::max_element(k_lens.begin(), k_lens.end()), 2, 3);
+  p.packed = PackedSeqs{cu(q_lens), cu(k_lens)};
+  const auto packed = [&](int64_t rows, int64_t heads, int64_t d, double& x) {
+    Tensor t = make_tensor(1, rows, heads, d);
+    t.strides = {0, d, heads * d, 1};
+    for (double& e : t.data) e = round_to(DType::bf16, std::fmod(x += 0.375, 2.0) - 1.0);
+    return t;
+  };
+  double x = 0.25;
+  p.q = packed(p.packed->cu_seqlens_q.back(), p.heads, p.dk, x);
+  p.k = packed(p.packed->cu_seqlens_k.back(), p.kv_heads, p.dk, x);
+  p.v = packed(p.packed->cu_seqlens_k.back(), p.kv_heads, p.dv, x);
+  return p;
+}
+
+// A value naming element (b, h, i, d).
+double code(int64_t b, int64_t h, int64_t i, int64_t d) {
+  return 1000.0 * b + 100 * h + 10 * i + d;
+}
+
+// Writes code(b, h, i, d) into out and lse at the places SPEC 1.1 gives a
+// packed problem; counts the weights arrays it was handed.
+int weights_handed = 0;
+int coded_forward(void*, const attncheck_problem* p, attncheck_outputs* o) {
+  weights_handed += o->weights != nullptr;
+  const int64_t* cu = p->cu_seqlens_q;
+  for (int64_t b = 0; b < p->batch; ++b)
+    for (int64_t h = 0; h < p->heads; ++h)
+      for (int64_t i = 0; i < cu[b + 1] - cu[b]; ++i) {
+        const int64_t row = cu[b] + i;
+        for (int64_t d = 0; d < p->dv; ++d) {
+          write_element(p->dtype, o->out,
+                        row * o->out_strides[2] + h * o->out_strides[1] + d * o->out_strides[3],
+                        code(b, h, i, d));
+        }
+        if (o->lse) o->lse[h * cu[p->batch] + row] = code(b, h, i, 0);
+      }
+  return ATTNCHECK_OK;
+}
+
+// dq = code + dout(b, h, i, 0) packed like q, dk / dv = code packed like k.
+int coded_backward(void*, const attncheck_problem* p, attncheck_grads* g, attncheck_outputs*) {
+  const int64_t *cq = p->cu_seqlens_q, *ck = p->cu_seqlens_k;
+  for (int64_t b = 0; b < p->batch; ++b) {
+    for (int64_t h = 0; h < p->heads; ++h)
+      for (int64_t i = 0; i < cq[b + 1] - cq[b]; ++i) {
+        const int64_t row = cq[b] + i;
+        const double dout =
+            read_element(p->dtype, g->dout, row * g->dout_strides[2] + h * g->dout_strides[1]);
+        for (int64_t d = 0; d < p->dk; ++d)
+          write_element(p->dtype, g->dq, (row * p->heads + h) * p->dk + d, code(b, h, i, d) + dout);
+      }
+    for (int64_t h = 0; h < p->kv_heads; ++h)
+      for (int64_t j = 0; j < ck[b + 1] - ck[b]; ++j) {
+        const int64_t row = ck[b] + j;
+        for (int64_t d = 0; d < p->dk; ++d)
+          write_element(p->dtype, g->dk, (row * p->kv_heads + h) * p->dk + d, code(b, h, j, d));
+        for (int64_t d = 0; d < p->dv; ++d)
+          write_element(p->dtype, g->dv, (row * p->kv_heads + h) * p->dv + d, -code(b, h, j, d));
+      }
+  }
+  return ATTNCHECK_OK;
+}
+
+TEST_F(PluginCall, PackedQueriesGetPackedOutputsAndNoWeights) {
+  attncheck_impl d =
+      descriptor(ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_WEIGHTS |
+                 ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_BACKWARD);
+  d.forward = coded_forward;
+  d.backward = coded_backward;
+  // The loader's sentinels show any element of out, lse, dq, dk or dv the
+  // layout would leave unwritten; the codes any element put elsewhere.
+  Problem p = packed_batch({2, 1, 3}, {1, 3, 2}, DType::f64);
+  p.dout.resize(static_cast<size_t>(p.total_q() * p.heads * p.dv));
+  for (size_t k = 0; k < p.dout.size(); ++k) p.dout[k] = 0.5 * static_cast<double>(k % 7);
+  for (uint32_t strides : {0u, ATTNCHECK_FEATURE_STRIDES}) {
+    d.features |= strides;
+    const auto impl = make_plugin_impl(d, "test");
+    weights_handed = 0;
+    const ForwardResult r = impl->forward(p);
+    ASSERT_EQ(r.status, Status::ok) << r.error;
+    EXPECT_EQ(weights_handed, 0);
+    EXPECT_TRUE(r.weights.empty());
+    ASSERT_EQ(r.out.size(), static_cast<size_t>(6 * 2 * 3));
+    ASSERT_EQ(r.lse.size(), static_cast<size_t>(2 * 6));
+    const BackwardResult g = impl->backward(p);
+    ASSERT_EQ(g.status, Status::ok) << g.error;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.seq_tq(b); ++i) {
+          for (int64_t e = 0; e < p.dv; ++e)
+            EXPECT_EQ(r.out[out_index(p, b, h, i, e)], code(b, h, i, e));
+          EXPECT_EQ(r.lse[row_index(p, b, h, i)], code(b, h, i, 0));
+          for (int64_t e = 0; e < p.dk; ++e) {
+            EXPECT_EQ(
+                g.dq[static_cast<size_t>(
+                    ((p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h) * p.dk +
+                    e)],
+                code(b, h, i, e) + p.dout[out_index(p, b, h, i, 0)]);
+          }
+        }
+    // dk / dv [total_k][kv_heads][d]: sequence_result reads them so.
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const BackwardResult part = sequence_result(p, g, b);
+      for (int64_t j = 0; j < p.seq_tk(b); ++j)
+        for (int64_t e = 0; e < p.dk; ++e)
+          EXPECT_EQ(part.dk[static_cast<size_t>(j * p.dk + e)], code(b, 0, j, e));
+    }
+  }
+}
+
+TEST(PluginLoad, TheVersionTwoExampleMatchesTheLoopReferencePackedAndPaged) {
+  const auto example = load_plugin(plugin_path("example_paged_plugin"));
+  ASSERT_EQ(example.size(), 1u);
+  const ImplInfo& info = example[0]->info();
+  EXPECT_EQ(info.name, "example_c_paged_f32");
+  EXPECT_TRUE(info.has(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV |
+                       ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_DESCALE));
+  EXPECT_TRUE(info.supports(DTypeCombo{DType::f32, DType::bf16, DType::f32}));
+  const auto loop = find_impl("loop_f64");
+  // Packed queries and keys (a sequence without keys: a sink-only row),
+  // bottom-right causal, a sink and descales; then the same keys paged in
+  // pages of 2, shuffled, with a stale slot after sequence 0's keys.
+  Problem packed = packed_batch({2, 1, 3}, {3, 0, 2}, DType::f32);
+  packed.kv_dtype = DType::bf16;
+  packed.causal = true;
+  packed.align = Align::bottom_right;
+  packed.sink = {0.5, -1.0};
+  packed.descale = Descales{1.5, 0.75, 0.625};
+  Problem paged = packed;
+  paged.packed->cu_seqlens_k.clear();
+  paged.paged = PagedKv{{3, 0, 2}, {2, 0, 0, 0, 1, 0}, 2, 2, 3};
+  paged.k = make_tensor(3, 1, 2, 2);
+  paged.v = make_tensor(3, 1, 2, 3);
+  for (Tensor* t : {&paged.k, &paged.v}) std::fill(t->data.begin(), t->data.end(), 64.0);
+  for (int64_t b : {0, 2})
+    for (int64_t j = 0; j < packed.seq_tk(b); ++j) {
+      for (int64_t e = 0; e < 2; ++e)
+        paged.k.data[paged.kv_offset(paged.k, b, 0, j, e)] = packed.k_at(b, 0, j, e);
+      for (int64_t e = 0; e < 3; ++e)
+        paged.v.data[paged.kv_offset(paged.v, b, 0, j, e)] = packed.v_at(b, 0, j, e);
+    }
+  for (const Problem& p : {packed, paged}) {
+    ASSERT_NO_THROW(p.validate());
+    const ForwardResult got = example[0]->forward(p);
+    ASSERT_EQ(got.status, Status::ok) << got.error;
+    Problem wide = p;
+    wide.dtype = DType::f64;
+    wide.q_dtype = DType::f32;
+    const ForwardResult want = loop->forward(wide);
+    ASSERT_EQ(want.status, Status::ok) << want.error;
+    ASSERT_EQ(got.out.size(), want.out.size());
+    // The example computes in double and rounds once to f32 (2^-24).
+    for (size_t k = 0; k < got.out.size(); ++k) EXPECT_NEAR(got.out[k], want.out[k], 1e-7) << k;
+    for (size_t k = 0; k < got.lse.size(); ++k) EXPECT_NEAR(got.lse[k], want.lse[k], 1e-14) << k;
+    // Sequence 1's row has only the sink.
+    for (int64_t h = 0; h < 2; ++h)
+      EXPECT_EQ(got.lse[row_index(p, 1, h, 0)], p.sink[static_cast<size_t>(h)]);
+  }
 }
 
 TEST_F(PluginCall, AVersionOnePluginGetsVersionOneProblemsOnly) {

@@ -1,0 +1,90 @@
+#pragma once
+// The paged online kernel: single-pass attention in float the way serving
+// kernels (vLLM's paged attention, FlashInfer's decode and prefill) run it.
+// K and V are a cache in bf16 or E4M3 (per-tensor descales), read key by
+// key through the block table when paged (packed or dense otherwise);
+// queries are dense or packed; an online softmax over blocks of 16 keys
+// with a per-head sink. No weights, no backward (serving is inference).
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/problem.h"
+
+namespace attncheck::impls {
+
+/// Keys per online-softmax block: vLLM's default page (block) size. A
+/// fixed block, not the problem's page size, so that the declared
+/// key_block holds for every problem; a block may span two pages.
+inline constexpr int64_t kPagedKeyBlock = 16;
+
+/// What the serving kernel computes: key padding (a dense sequence's
+/// length, as sequence_problem gives a sequence without keys), causal masks
+/// and windows in either alignment, GQA, softcap, any scale and strides,
+/// lse, and every version 2 feature; no explicit mask or bias (SPEC 1.1:
+/// packed and paged problems have none), no weights, no backward.
+inline constexpr Features kPagedOnlineFeatures =
+    ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW |
+    ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_LSE |
+    ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
+    ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE | ATTNCHECK_FEATURE_SINK |
+    ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
+
+/// The formats it takes {q, k / v, out}: bf16 or f32 queries and output,
+/// K/V in bf16 or E4M3.
+inline std::vector<DTypeCombo> paged_online_combos() {
+  return {{DType::bf16, DType::bf16, DType::bf16},
+          {DType::bf16, DType::e4m3, DType::bf16},
+          {DType::f32, DType::bf16, DType::f32},
+          {DType::f32, DType::e4m3, DType::f32}};
+}
+
+/// Bugs real serving kernels shipped, for the broken twins
+/// (impls/broken/); all off in paged_online_f32.
+struct PagedBugs {
+  /// The accumulator starts at exp(sink - m) in every lane, as the sum
+  /// does: the sink added to the numerator too (a value of all ones).
+  bool sink_in_numerator = false;
+  /// Sequence b's packed rows (q and k / v) start at cu_seqlens[b + 1];
+  /// rows past the end read as 0 (masked loads).
+  bool cu_seqlens_off_by_one = false;
+  /// Bottom-right alignment from the problem's tq / tk (the packed
+  /// maxima) instead of the sequence's own lengths.
+  bool align_from_max_lengths = false;
+  /// The block table indexed with the key's global index (its sequence's
+  /// offset among all keys plus j), within the flat table: row b, column
+  /// global / page_size, slot global % page_size. Entries past the table
+  /// or outside the pages read as 0.
+  bool block_table_global_index = false;
+  /// Every slot of the last page is read: keys up to the end of the
+  /// sequence's last page (its stale tail) are attended as if in range.
+  bool read_page_tail = false;
+  /// How many times v_descale multiplies the output (1 is right).
+  int v_descale_times = 1;
+  /// The cache's E4M3 bytes decoded as E5M2.
+  bool e4m3_as_e5m2 = false;
+  /// P rounded to this format before P.V, without the scale that would
+  /// keep weights out of its subnormal range (and not declared).
+  std::optional<DType> p_cast;
+};
+
+/// Per query (b, h, i), in float: the sequence's key band (causal and
+/// window at p_i = i, or i + tk_b - tq_b bottom-right) less the keys a
+/// dense problem's key_valid pads, visited in blocks of kPagedKeyBlock of
+/// them (n keys, ceil(n / 16) blocks); each key's stored
+/// values read from its page (block_table[b][j / page_size], slot
+/// j % page_size), its packed row, or its dense row; scores t = f * (q .
+/// k) with f = scale * q_descale * k_descale rounded to float once, then
+/// the softcap; the first block's max includes the sink (so a sink costs
+/// no extra rescale) and its sum starts at exp(sink - m); a later block
+/// with a larger max multiplies l and the accumulator by exp(m - m_new)
+/// (std::exp, 1 ulp); p_j = exp(s_j - m), l += p_j, acc += p_j v_j.
+/// out = acc / l * v_descale, rounded to p.dtype (f32 or bf16); lse = m +
+/// log(l). A row without keys gives o = 0 and lse = sink_h with a sink,
+/// the error "query (b=.., h=.., i=..) has no allowed key" without one.
+/// Outputs are laid out by out_index / row_index (packed like q).
+ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs = {});
+
+}  // namespace attncheck::impls
