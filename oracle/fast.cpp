@@ -181,7 +181,9 @@ bool in_range(double x) {
 
 bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
                 Decided& dec) {
-  if (p.softcap > 0 || !in_range(p.scale)) return false;
+  // Sinks and descales (SPEC 1.1) are left to the exact path.
+  if (p.softcap > 0 || !in_range(p.scale) || !p.sink.empty()) return false;
+  if (p.descale && (p.descale->q != 1 || p.descale->k != 1 || p.descale->v != 1)) return false;
   const auto tk = static_cast<size_t>(p.tk), dk = static_cast<size_t>(p.dk),
              dv = static_cast<size_t>(p.dv);
   const int64_t group = p.heads / p.kv_heads;

@@ -41,4 +41,13 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
 void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
                  Decided& d, bool fill_diagnostics);
 
+/// dsink_h = sum over the rows of every problem in `parts` of dS_sink =
+/// -a_sink sum_j a_j dA_j, for each of the `heads` query heads, each sum
+/// taken exactly in MPFR intervals (at 128, 256, 512 and 2400 bits) and
+/// rounded once: decided[h] = 1 where that rounding is proven. `parts` are
+/// dense problems with a sink and a dout: the problem itself, or the
+/// sequences of a varlen problem (whose dsink sums over all of them).
+void exact_dsink(const std::vector<const Problem*>& parts, int64_t heads,
+                 std::vector<double>& dsink, std::vector<uint8_t>& decided);
+
 }  // namespace attncheck::oracle_detail
