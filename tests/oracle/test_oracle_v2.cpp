@@ -295,6 +295,27 @@ TEST(OracleV2, PowerOfTwoDescalesEqualScaledInputs) {
   EXPECT_EQ(r.abs_dot, s.abs_dot);
 }
 
+TEST(OracleV2, FastAndExactPathsAgreeWithTheReferenceOnRandomProblems) {
+  // Normal f32 values: the double-double fast path decides most forward
+  // values of these, the MPFR path the gradients and the rest.
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    Problem p = Problem::zeros(DType::f32, 1, 2, 2, 12, 12, 8, 4);
+    for (auto* t : {&p.q.data, &p.k.data, &p.v.data}) for (double& x : *t) x = normal(rng);
+    p.dout.resize(static_cast<size_t>(p.heads * p.tq * p.dv));
+    for (double& x : p.dout) x = normal(rng);
+    p.sink = {static_cast<float>(normal(rng)), 2.5};
+    if (seed != 2) p.descale = Descales{0.1, 3, 0.7};
+    p.causal = seed == 3;
+    const OracleResult r = oracle(p);
+    expect_certified(r);
+    const Ref ref = reference(p);
+    expect_matches(r, ref);
+    for (size_t h = 0; h < 2; ++h) EXPECT_EQ(r.dsink[h], static_cast<double>(ref.dsink[h]));
+  }
+}
+
 // A packed problem: sequences with (tq, tk) = (2, 3), (0, 2), (3, 1), (1, 0).
 Problem packed_problem(bool grads) {
   const std::vector<int64_t> cq = {0, 2, 2, 5, 6}, ck = {0, 3, 5, 6, 6};
