@@ -312,6 +312,21 @@ TEST(ToleranceV2, PackedProblemsAreJudgedInTheirLayout) {
   const F32 good = packed_f32(p, Bug::none);
   const Comparison c = compare_forward(good, o, t);
   EXPECT_TRUE(c.ok()) << c.describe_failures();
+  // compare_array knows the packed shapes and rows.
+  EXPECT_EQ(array_shape(ArrayKind::out, p), (std::vector<int64_t>{6, 2, 2}));
+  EXPECT_EQ(array_shape(ArrayKind::lse, p), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(array_size(ArrayKind::weights, p), 0);
+  EXPECT_EQ(array_shape(ArrayKind::dk, p), (std::vector<int64_t>{6, 1, 3}));
+  std::vector<double> off = good.out;
+  off[out_index(p, 3, 1, 0, 1)] += 1;  // sequence 3, head 1, query 0
+  Comparison all, others;
+  compare_array(all, ArrayKind::out, p, o.out, off, t.out, CompareMode::tolerance);
+  EXPECT_EQ(all.failed, 1);
+  EXPECT_EQ(all.worst.index, (std::vector<int64_t>{5, 1, 1}));
+  compare_array(others, ArrayKind::out, p, o.out, off, t.out, CompareMode::tolerance, "",
+                [](int64_t b, int64_t h, int64_t) { return !(b == 3 && h == 1); });
+  EXPECT_TRUE(others.ok());
+  EXPECT_EQ(others.checked, static_cast<int64_t>(off.size()) - 2);
   EXPECT_FALSE(compare_forward(packed_f32(p, Bug::sink_not_in_denominator), o, t).ok());
   const GradTolerances g = grad_tolerances(p, o, f32_traits());
   ASSERT_EQ(g.dq.size(), o.dq.size());
