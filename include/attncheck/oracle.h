@@ -111,9 +111,9 @@ OracleResult oracle(const Problem& p);
 
 /// Why enclose() does not take p, or nullopt: it covers version 1 forward
 /// problems without a softcap (the tanh would need its own bounded
-/// implementation) and without gradients. Version 2 problems (sinks,
-/// descales, fp8 or mixed formats, varlen) are reported unsupported: the
-/// certified oracle() serves them.
+/// implementation) and without gradients, with sinks, descales and any
+/// input formats (SPEC 1.1); varlen (packed or paged) problems are reported
+/// unsupported: the certified oracle() serves them.
 std::optional<std::string> enclosure_unsupported(const Problem& p);
 
 /// SPEC 4's double tier for real sizes: out, weights and lse as intervals
