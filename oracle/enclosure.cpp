@@ -156,7 +156,8 @@ std::optional<std::string> enclosure_unsupported(const Problem& p) {
   if (p.softcap > 0) return "a softcap (the enclosure has no bounded tanh)";
   if (!p.dout.empty()) return "gradients";
   if (p.varlen()) return "packed or paged sequences (the certified oracle takes them)";
-  if (p.tk > kMaxTerms || p.dk > kMaxTerms) return "more than 2^20 keys or head dims";
+  if (p.tk + (p.sink.empty() ? 0 : 1) > kMaxTerms || p.dk > kMaxTerms)
+    return "more than 2^20 keys (the sink counts) or head dims";
   return std::nullopt;
 }
 

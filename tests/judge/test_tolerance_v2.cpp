@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -38,7 +39,7 @@ struct F32 {
 // The loop an f32 kernel runs on a dense problem (every key allowed unless
 // key_valid says otherwise): descales folded into the scaled logit, a
 // sink as one more term of l, the backward of SPEC 1 with dsink.
-F32 f32_attention(const Problem& p, Bug bug) {
+F32 f32_attention(const Problem& p, Bug bug, std::optional<DType> p_cast = std::nullopt) {
   const auto f = [](double x) { return static_cast<float>(x); };
   const float qd = f(p.descale ? p.descale->q : 1), kd = f(p.descale ? p.descale->k : 1),
               vd = f(p.descale ? p.descale->v : 1);
@@ -85,7 +86,12 @@ F32 f32_attention(const Problem& p, Bug bug) {
         for (int64_t c = 0; c < p.dv; ++c) {
           float o = 0;
           for (int64_t j = 0; j < p.tk; ++j)
-            if (p.allowed(b, h, i, j)) o += a[static_cast<size_t>(j)] * f(p.v.at(b, g, j, c));
+            if (p.allowed(b, h, i, j)) {
+              // P rounded to p_cast before P.V, when declared so.
+              const float pj = p_cast ? f(round_to(*p_cast, a[static_cast<size_t>(j)]))
+                                      : a[static_cast<size_t>(j)];
+              o += pj * f(p.v.at(b, g, j, c));
+            }
           r.out[out_index(p, b, h, i, c)] = bug == Bug::v_descale_forgotten ? o : o * vd;
         }
         if (!grads) continue;
@@ -224,6 +230,22 @@ TEST(ToleranceV2, BrokenSinksAndDescalesFail) {
     c.add("dsink", {2}, bad.dsink, o.dsink, g.dsink);
     EXPECT_FALSE(c.ok());
   }
+}
+
+TEST(ToleranceV2, AnE4M3PCastEntersLikeAnyFormat) {
+  // P rounded to E4M3 before P.V: within the tolerance of traits that
+  // declare it (u_p = 2^-4, eta_p of E4M3), far outside f32's.
+  const Problem p = dense_problem(4, true, false);
+  const OracleResult o = oracle(p);
+  PrecisionTraits cast = f32_traits();
+  cast.p_cast = DType::e4m3;
+  const Tolerances t = tolerances(p, o, cast);
+  ASSERT_EQ(t.ill_conditioned_rows, 0);
+  const F32 got = f32_attention(p, Bug::none, DType::e4m3);
+  const Comparison c = compare_forward(got, o, t);
+  EXPECT_TRUE(c.ok()) << c.describe_failures();
+  EXPECT_GT(c.max_budget_used, 0.01);
+  EXPECT_FALSE(compare_forward(got, o, tolerances(p, o, f32_traits())).ok());
 }
 
 // A packed f32 problem with a sink: sequences (tq, tk) = (2, 3), (0, 2),
