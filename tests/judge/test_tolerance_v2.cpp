@@ -360,5 +360,62 @@ TEST(ToleranceV2, PackedProblemsAreJudgedInTheirLayout) {
   EXPECT_FALSE(bad.ok());
 }
 
+TEST(ToleranceV2, PagedProblemsAreJudgedLikeTheirPackedTwins) {
+  // Dense queries (batch 2, tq 2); sequence keys 3 and 1, packed or in
+  // pages of 2 (sequence 0 in pages 2 then 0, sequence 1 in page 3).
+  Problem packed = Problem::zeros(DType::f32, 2, 2, 1, 2, 3, 2, 2);
+  packed.packed = PackedSeqs{{}, {0, 3, 4}};
+  std::mt19937 rng(17);
+  fill(rng, packed.q.data);
+  packed.k.data.assign(4 * 2, 0.0);
+  packed.k.strides = {0, 2, 2, 1};
+  packed.v.data.assign(4 * 2, 0.0);
+  packed.v.strides = {0, 2, 2, 1};
+  fill(rng, packed.k.data);
+  fill(rng, packed.v.data);
+  packed.sink = {1.5, -0.125};
+  packed.validate();
+  Problem paged = packed;
+  paged.packed.reset();
+  paged.paged = PagedKv{{3, 1}, {2, 0, 3, 1}, 2, 2, 4};
+  paged.k = make_tensor(4, 1, 2, 2);
+  paged.v = make_tensor(4, 1, 2, 2);
+  const int64_t slots[4][2] = {{2, 0}, {2, 1}, {0, 0}, {3, 0}};  // (page, slot) of each key row
+  for (int64_t row = 0; row < 4; ++row)
+    for (int64_t c = 0; c < 2; ++c) {
+      paged.k.at(slots[row][0], 0, slots[row][1], c) = packed.k.data[static_cast<size_t>(row * 2 + c)];
+      paged.v.at(slots[row][0], 0, slots[row][1], c) = packed.v.data[static_cast<size_t>(row * 2 + c)];
+    }
+  paged.validate();
+  const OracleResult a = oracle(packed), b = oracle(paged);
+  const Tolerances ta = tolerances(packed, a, f32_traits()), tb = tolerances(paged, b, f32_traits());
+  EXPECT_EQ(ta.out, tb.out);
+  EXPECT_EQ(ta.lse, tb.lse);
+  ASSERT_EQ(tb.weights.size(), static_cast<size_t>(2 * 2 * 2 * 3));
+  EXPECT_EQ(ta.weights, tb.weights);
+  // Past a sequence's keys the weight is exactly 0: tolerance 0.
+  EXPECT_EQ(tb.weights[weight_index(paged, 1, 0, 0, 1)], 0.0);
+  EXPECT_GT(tb.weights[weight_index(paged, 1, 0, 0, 0)], 0.0);
+  // A correct f32 run of each sequence, in the dense-query layout, passes.
+  F32 got;
+  got.out.assign(b.out.size(), 0.0);
+  got.weights.assign(b.weights.size(), 0.0);
+  got.lse.assign(b.lse.size(), 0.0);
+  for (int64_t s = 0; s < 2; ++s) {
+    const Problem sp = sequence_problem(paged, s);
+    const F32 x = f32_attention(sp, Bug::none);
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < 2; ++i) {
+        got.lse[row_index(paged, s, h, i)] = x.lse[row_index(sp, 0, h, i)];
+        for (int64_t c = 0; c < 2; ++c) got.out[out_index(paged, s, h, i, c)] = x.out[out_index(sp, 0, h, i, c)];
+        for (int64_t j = 0; j < paged.seq_tk(s); ++j)
+          got.weights[weight_index(paged, s, h, i, j)] = x.weights[weight_index(sp, 0, h, i, j)];
+      }
+  }
+  const Comparison c = compare_forward(got, b, tb);
+  EXPECT_TRUE(c.ok()) << c.describe_failures();
+  EXPECT_GT(c.max_budget_used, 0);
+}
+
 }  // namespace
 }  // namespace attncheck
