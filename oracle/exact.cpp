@@ -1023,6 +1023,7 @@ class Group {
   // SPEC section 1's backward for one row, in intervals.
   void backward(int64_t h, int64_t i, size_t row) {
     ds_and_sigma(h, i);
+    if (dsink_acc_ && sink_) iadd(dsink_acc_[h], dsink_acc_[h], dt_[tk_]);
     for (size_t j = 0; j < tk_; ++j) {
       if (!ok_[j]) continue;
       Iv& dt = dt_[j];
@@ -1073,20 +1074,57 @@ class Group {
   std::unique_ptr<Iv[]> s_, th_, e_, a_, dt_, f_, num_, dkacc_, dvacc_;
   Iv l_, tmp_, tmp2_, sigma_, lse_;
   Mp dot_, scaled_, m_, t_, absdot_;
+
+ public:
+  // Where backward() adds each row's dS_sink (one interval per head), or
+  // null; set by exact_group for its first precision only.
+  Iv* dsink_acc_ = nullptr;
 };
 
 }  // namespace
 
+struct DsinkSums {
+  size_t heads = 0;
+  std::unique_ptr<Iv[]> acc;
+  bool complete = true;
+};
+
+void DsinkSumsDeleter::operator()(DsinkSums* s) const { delete s; }
+
+DsinkSumsPtr make_dsink_sums(int64_t heads) {
+  DsinkSumsPtr s(new DsinkSums);
+  s->heads = static_cast<size_t>(heads);
+  s->acc = make_array<Iv>(s->heads);
+  for (size_t h = 0; h < s->heads; ++h) {
+    s->acc[h].set_prec(kLevels[0]);
+    s->acc[h].set_zero();
+  }
+  return s;
+}
+
 void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
-                 Decided& d, bool fill_diagnostics) {
+                 Decided& d, bool fill_diagnostics, DsinkSums* sums) {
   // Setting up the MPFR arrays costs more than the fast path of a small
   // group: skip it when the fast path decided everything.
-  if (!fill_diagnostics && !group_pending(p, b, g, d)) return;
+  if (!fill_diagnostics && !group_pending(p, b, g, d)) {
+    if (sums) sums->complete = false;  // its rows were not run
+    return;
+  }
   Group group(p, b, g, r, d);
   bool diagnostics = fill_diagnostics;
   for (mpfr_prec_t prec : kLevels) {
-    if (!diagnostics && !group.pending()) return;
+    if (!diagnostics && !group.pending()) {
+      if (sums && prec == kLevels[0]) sums->complete = false;
+      return;
+    }
+    // The first run computes every row of the group when dK / dV are
+    // pending (always, with gradients, at the first level): its backward
+    // adds each row's dS_sink to the sums. Otherwise they are incomplete.
+    const bool collect = sums && prec == kLevels[0];
+    if (collect && !(!p.dout.empty() && kv_pending(p, d, b, g))) sums->complete = false;
+    group.dsink_acc_ = collect && sums->complete ? sums->acc.get() : nullptr;
     group.run(prec, diagnostics);
+    group.dsink_acc_ = nullptr;
     diagnostics = false;
   }
   if (!group.pending()) return;
@@ -1096,14 +1134,25 @@ void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
 }
 
 void exact_dsink(const std::vector<const Problem*>& parts, int64_t heads,
-                 std::vector<double>& dsink, std::vector<uint8_t>& decided) {
+                 std::vector<double>& dsink, std::vector<uint8_t>& decided,
+                 const DsinkSums* sums) {
   const auto nh = static_cast<size_t>(heads);
   dsink.assign(nh, 0.0);
   decided.assign(nh, 0);
+  const bool first_done = sums && sums->complete && sums->heads == nh;
+  if (first_done) {
+    bool all = true;
+    for (size_t h = 0; h < nh; ++h) {
+      decided[h] = decide(sums->acc[h], dsink[h]);
+      all = all && decided[h];
+    }
+    if (all) return;
+  }
   auto acc = make_array<Iv>(nh);
   OracleResult scratch;  // forward(.., record = false) writes nothing
   Decided scratch_d;
   for (mpfr_prec_t prec : kLevels) {
+    if (first_done && prec == kLevels[0]) continue;
     for (size_t h = 0; h < nh; ++h) {
       acc[h].set_prec(prec);
       acc[h].set_zero();

@@ -94,8 +94,9 @@ const char* tier_name(OracleResult::Tier t) {
 
 namespace {
 
-// The oracle of a dense problem, dsink aside.
-OracleResult oracle_dense(const Problem& p) {
+// The oracle of a dense problem, dsink aside (its 128-bit terms go to
+// `sums` when given).
+OracleResult oracle_dense(const Problem& p, oracle_detail::DsinkSums* sums) {
   oracle_detail::check_finite_inputs(p);
   using oracle_detail::Decided;
   OracleResult r;
@@ -171,17 +172,20 @@ OracleResult oracle_dense(const Problem& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t g = 0; g < p.kv_heads; ++g) {
       const bool fast = oracle_detail::fast_group(p, b, g, r, d);
-      oracle_detail::exact_group(p, b, g, r, d, !fast);
+      oracle_detail::exact_group(p, b, g, r, d, !fast, sums);
     }
   }
   return r;
 }
 
+bool with_dsink(const Problem& p) { return !p.sink.empty() && !p.dout.empty(); }
+
 // dsink of the dense problems `parts` (p itself or its sequences), into r.
-void add_dsink(const Problem& p, const std::vector<const Problem*>& parts, OracleResult& r) {
+void add_dsink(const Problem& p, const std::vector<const Problem*>& parts,
+               const oracle_detail::DsinkSums* sums, OracleResult& r) {
   if (p.sink.empty() || p.dout.empty()) return;
   std::vector<uint8_t> decided;
-  oracle_detail::exact_dsink(parts, p.heads, r.dsink, decided);
+  oracle_detail::exact_dsink(parts, p.heads, r.dsink, decided, sums);
   for (int64_t h = 0; h < p.heads; ++h)
     if (!decided[static_cast<size_t>(h)]) r.uncertified.push_back({"dsink", {h}});
 }
@@ -227,6 +231,7 @@ OracleResult oracle_varlen(const Problem& p) {
   };
   std::vector<Problem> seqs;
   seqs.reserve(static_cast<size_t>(p.batch));
+  const auto sums = with_dsink(p) ? oracle_detail::make_dsink_sums(p.heads) : nullptr;
   r.sequences.resize(static_cast<size_t>(p.batch));
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
@@ -234,7 +239,7 @@ OracleResult oracle_varlen(const Problem& p) {
     seqs.push_back(sequence_problem(p, b));
     const Problem& sp = seqs.back();
     OracleResult& s = r.sequences[static_cast<size_t>(b)];
-    s = oracle_dense(sp);
+    s = oracle_dense(sp, sums.get());
     for (int64_t h = 0; h < p.heads; ++h) {
       for (int64_t i = 0; i < tq; ++i) {
         const size_t rp = row_index(p, b, h, i), rs = row_index(sp, 0, h, i);
@@ -276,7 +281,7 @@ OracleResult oracle_varlen(const Problem& p) {
   }
   std::vector<const Problem*> parts;
   for (const Problem& sp : seqs) parts.push_back(&sp);
-  add_dsink(p, parts, r);
+  add_dsink(p, parts, sums.get(), r);
   return r;
 }
 
@@ -284,8 +289,9 @@ OracleResult oracle_varlen(const Problem& p) {
 
 OracleResult oracle(const Problem& p) {
   if (p.varlen()) return oracle_varlen(p);
-  OracleResult r = oracle_dense(p);
-  add_dsink(p, {&p}, r);
+  const auto sums = with_dsink(p) ? oracle_detail::make_dsink_sums(p.heads) : nullptr;
+  OracleResult r = oracle_dense(p, sums.get());
+  add_dsink(p, {&p}, sums.get(), r);
   return r;
 }
 
