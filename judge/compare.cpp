@@ -108,8 +108,9 @@ const char* array_name(ArrayKind kind) {
 }
 
 std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p) {
-  // SPEC 1.1: with packed queries out, dout and dq are packed like q, lse is
-  // [heads][total_q] and weights are not returned; packed keys pack dk, dv.
+  // Version 2 layouts (SPEC 1.1): packed queries pack out, dq (rows x
+  // heads) and lse (heads x rows) and return no weights; packed keys pack
+  // dk and dv.
   if (p.packed_q()) {
     switch (kind) {
       case ArrayKind::out: return {p.total_q(), p.heads, p.dv};
@@ -120,9 +121,9 @@ std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p) {
     }
   }
   if (p.packed_k()) {
-    const int64_t rows = p.packed->cu_seqlens_k.back();
-    if (kind == ArrayKind::dk) return {rows, p.kv_heads, p.dk};
-    if (kind == ArrayKind::dv) return {rows, p.kv_heads, p.dv};
+    const int64_t total_k = p.packed->cu_seqlens_k.back();
+    if (kind == ArrayKind::dk) return {total_k, p.kv_heads, p.dk};
+    if (kind == ArrayKind::dv) return {total_k, p.kv_heads, p.dv};
   }
   switch (kind) {
     case ArrayKind::out: return {p.batch, p.heads, p.tq, p.dv};
@@ -170,7 +171,24 @@ void compare_array(Comparison& c, ArrayKind kind, const Problem& p,
   if (mode == CompareMode::tolerance) element_tol = tol;
   if (mode == CompareMode::pairwise) element_tol = pairwise_tolerance(tol, tol);
   std::vector<uint8_t> skip;
-  if (rows) {
+  if (rows && p.packed_q() &&
+      (kind == ArrayKind::out || kind == ArrayKind::lse || kind == ArrayKind::dq)) {
+    // Packed rows: element by element through the layout's index.
+    skip.assign(expected.size(), 1);
+    const int64_t width = kind == ArrayKind::out ? p.dv : kind == ArrayKind::dq ? p.dk : 1;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.seq_tq(b); ++i) {
+          const uint8_t keep = rows(b, h, i) ? 0 : 1;
+          if (kind == ArrayKind::lse) {
+            skip[row_index(p, b, h, i)] = keep;
+            continue;
+          }
+          const int64_t row = p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i;
+          for (int64_t c = 0; c < width; ++c)
+            skip[static_cast<size_t>((row * p.heads + h) * width + c)] = keep;
+        }
+  } else if (rows) {
     // Kinds laid out [b][h][tq][...]: row (b, h, i) is flat index / per_row.
     const auto n_rows = static_cast<size_t>(p.batch * p.heads * p.tq);
     const size_t per_row = expected.size() / n_rows;

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -48,6 +49,31 @@
 // 1e-16 in them, or an absolute one of u (|dA_j| + |delta|) where dA_j -
 // delta cancels, changes the bound by O(u^2) of the magnitudes, far below
 // the O(u) terms (a_j E_j, u a_j |dA_j|) present in the same element.
+//
+// Version 2 terms (SPEC 1.1, SPEC 4):
+//  - Sinks: the weights a_j already include the sink in their denominator
+//    (and their tolerances W_j its terms, tolerance.cpp); the sink's value
+//    is 0, so dA_sink = 0 and delta, dS_j, dQ, dK, dV keep their form over
+//    the real keys. dsink_h = sum over the R_h non-empty rows of head h of
+//    dS_sink = -a_sink delta: per row, the sink weight's error W_sink
+//    (Tolerances::sink_weight, the weights' formula for the sink's key) times
+//    |delta|, a_sink times delta's error, the product's rounding u a_sink
+//    |delta| and its underflow eta_a; the sum over R_h rows rounds
+//    gamma_{R_h + 1} (R_h - 1 sums, the negation exact, one more for either
+//    order of the product) of sum a_sink |delta| and may underflow R_h
+//    times; then the output's rounding and underflow. The rows of all
+//    batch entries (all sequences of a varlen problem) feed one sum.
+//  - Descales: the gradients are of the LOGICAL inputs (the oracle's,
+//    oracle.h): logical q, k, v (stored times descale) are used for the
+//    magnitudes below; dA_j = vd (dO . v_j) costs one more rounding
+//    (gamma_{dv+1}), dQ = sigma kd sum dT k and dK = sigma qd sum dT q two
+//    more (the descale's product and its rounding against sigma, in either
+//    order): gamma_{n+4}, gamma_{m+4}; each descale the accumulation format
+//    cannot represent is rounded to it once more (+1 in its gamma). dV's
+//    sum has no descale; it shares dK's gamma_m, which only widens it.
+//  - Varlen: per sequence (sequence_problem), assembled in the oracle's
+//    layout (dq packed like q, dk / dv packed like k); dsink sums over the
+//    sequences before its bound is finished.
 
 namespace attncheck {
 namespace {
@@ -55,6 +81,29 @@ namespace {
 // The oracle rounds each exact gradient to the nearest double once:
 // |g - fl(g)| <= 2^-53 |g|, and the comparison is against fl(g).
 constexpr double kOracleRounding = 0x1p-53;
+
+// dsink's per-head sums (see the top): carried errors, magnitudes and the
+// number of contributing rows, over every batch entry or sequence.
+struct SinkSums {
+  std::vector<double> err, mag, rows;
+  std::vector<uint8_t> ill;  // a row of the head is beyond the analysis
+};
+
+// The bound of dsink_h from its sums.
+std::vector<double> dsink_tolerances(const SinkSums& s, const OracleResult& o, double u,
+                                     double u_out, double eta_a, double eta_o) {
+  std::vector<double> tol(s.err.size(), 0.0);
+  for (size_t h = 0; h < tol.size(); ++h) {
+    const double r = s.rows[h];
+    if (s.ill[h]) {
+      tol[h] = std::numeric_limits<double>::infinity();  // not judged
+      continue;
+    }
+    tol[h] = kSecondOrderFactor * (s.err[h] + gamma(r + 1, u) * s.mag[h] + r * eta_a +
+                                   u_out * std::fabs(o.dsink[h]) + eta_o);
+  }
+  return tol;
+}
 
 }  // namespace
 
@@ -77,7 +126,12 @@ void mark_group_ill_conditioned(const Problem& p, const OracleResult& o, int64_t
 
 }  // namespace
 
-GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t) {
+namespace {
+
+// The gradients' tolerances of a dense problem (a varlen one's sequence);
+// dsink's sums are added to `sink` (when the problem has a sink).
+GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
+                                     const PrecisionTraits& t, SinkSums& sink) {
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   const auto tk = static_cast<size_t>(p.tk);
   const auto dk = static_cast<size_t>(p.dk);
@@ -113,12 +167,21 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
   // gammas below), and the oracle's rounding of the exact value.
   const double u_out = (p.dtype == t.accum ? 0.0 : unit_roundoff(p.dtype)) + kOracleRounding;
   const double sigma = std::fabs(p.scale);
+  // Descales (see the top): logical values, and the extra roundings.
+  const double qd = p.descale ? p.descale->q : 1.0;
+  const double kd = p.descale ? p.descale->k : 1.0;
+  const double vd = p.descale ? p.descale->v : 1.0;
+  const auto unrepresentable = [&](double x) { return representable(t.accum, x) ? 0.0 : 1.0; };
+  const double extra_da = p.descale ? 1 + unrepresentable(vd) : 0.0;
+  const double extra_q = p.descale ? 2 + unrepresentable(kd) : 0.0;
+  const double extra_k = p.descale ? 2 + unrepresentable(qd) : 0.0;
+  const bool sinks = !p.sink.empty();
   // The raw logit t_j = sigma (q . k_j): a dot product of dk terms, the
   // rounding of sigma to the accumulation format and the product by it, as
   // in the forward.
   const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u);
   // dA_j = dO . v_j: dv products and dv - 1 sums.
-  const double gamma_dv = gamma(static_cast<double>(p.dv), u);
+  const double gamma_dv = gamma(static_cast<double>(p.dv) + extra_da, u);
 
   // Per K/V row (b, g, j): sum over contributing queries of the carried
   // errors (err_*) and of the magnitudes the sums' roundings act on (mag_*),
@@ -140,10 +203,11 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
         const double n = static_cast<double>(o.row_allowed[row]);
         // delta and dQ_i: sums of n products; dQ also rounds sigma and
         // multiplies by it (n + 2), which covers delta's n too.
-        const double gamma_q = gamma(n + 2, u);
+        const double gamma_q = gamma(n + 2 + extra_q, u);
         if (fwd.ill_conditioned[row] || gamma_dv > kFirstOrderLimit || gamma_q > kFirstOrderLimit) {
           tol.ill_conditioned[row] = 1;
           ++tol.ill_conditioned_rows;
+          if (sinks) sink.ill[static_cast<size_t>(h)] = 1;
           continue;
         }
         for (size_t d = 0; d < dv; ++d) {
@@ -158,9 +222,9 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
           const auto jj = static_cast<size_t>(j);
           double x = 0, mag = 0;
           for (size_t d = 0; d < dv; ++d) {
-            const double vd = p.v.at(b, g, j, static_cast<int64_t>(d));
-            x += dout[d] * vd;
-            mag += std::fabs(dout[d] * vd);
+            const double vl = p.v.at(b, g, j, static_cast<int64_t>(d)) * vd;
+            x += dout[d] * vl;
+            mag += std::fabs(dout[d] * vl);
           }
           da[jj] = x;
           e_da[jj] = gamma_dv * mag + static_cast<double>(dv) * eta_a;
@@ -185,6 +249,15 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
           flash_err += std::fabs(dout[d]) * (fwd.out[at] + gamma_dv * std::fabs(o.out[at]));
         }
         delta_err = std::max(delta_err, flash_err);
+        if (sinks) {
+          // dS_sink = -a_sink delta (see the top).
+          const auto hh = static_cast<size_t>(h);
+          const double a_sink = std::exp(p.sink[hh] - o.lse[row]);
+          sink.err[hh] += fwd.sink_weight[row] * std::fabs(delta) + a_sink * delta_err +
+                          u * a_sink * std::fabs(delta) + eta_a;
+          sink.mag[hh] += a_sink * std::fabs(delta);
+          sink.rows[hh] += 1;
+        }
 
         std::fill(err_q.begin(), err_q.end(), 0.0);
         std::fill(mag_q.begin(), mag_q.end(), 0.0);
@@ -236,17 +309,17 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
 
           // dQ_i = sigma sum_j dT_j k_j: carried errors and magnitudes.
           for (size_t d = 0; d < dk; ++d) {
-            const double kd = std::fabs(p.k.at(b, g, j, static_cast<int64_t>(d)));
-            err_q[d] += e_ds * kd;
-            mag_q[d] += std::fabs(dtj) * kd;
+            const double kl = std::fabs(p.k.at(b, g, j, static_cast<int64_t>(d)) * kd);
+            err_q[d] += e_ds * kl;
+            mag_q[d] += std::fabs(dtj) * kl;
           }
           // dK_j and dV_j collect this query's terms.
           const size_t kv = kv_base + jj;
           m[kv] += 1;
           for (size_t d = 0; d < dk; ++d) {
-            const double qd = std::fabs(p.q.at(b, h, i, static_cast<int64_t>(d)));
-            err_k[kv * dk + d] += e_ds * qd;
-            mag_k[kv * dk + d] += std::fabs(dtj) * qd;
+            const double ql = std::fabs(p.q.at(b, h, i, static_cast<int64_t>(d)) * qd);
+            err_k[kv * dk + d] += e_ds * ql;
+            mag_k[kv * dk + d] += std::fabs(dtj) * ql;
           }
           for (size_t d = 0; d < dv; ++d) {
             err_v[kv * dv + d] += W * std::fabs(dout[d]);
@@ -275,7 +348,7 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
       bool ill = false;
       for (size_t j = 0; j < tk; ++j) {
         const size_t kv = static_cast<size_t>(b * p.kv_heads + g) * tk + j;
-        const double gamma_m = gamma(m[kv] + 2, u);
+        const double gamma_m = gamma(m[kv] + 2 + extra_k, u);
         ill = ill || gamma_m > kFirstOrderLimit;
         for (size_t d = 0; d < dk; ++d) {
           const size_t at = kv * dk + d;
@@ -314,6 +387,67 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
       }
       if (!finite) mark_group_ill_conditioned(p, o, b, g, tol);
     }
+  return tol;
+}
+
+}  // namespace
+
+GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t) {
+  const auto heads = static_cast<size_t>(p.heads);
+  SinkSums sink{std::vector<double>(heads, 0.0), std::vector<double>(heads, 0.0),
+                std::vector<double>(heads, 0.0), std::vector<uint8_t>(heads, 0)};
+  const bool with_sink = !p.sink.empty();
+  if (with_sink && o.dsink.size() != heads) {
+    throw std::invalid_argument("grad_tolerances: the oracle result has no dsink for this problem");
+  }
+  const double u = unit_roundoff(t.accum);
+  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
+  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
+  const double u_out = (p.dtype == t.accum ? 0.0 : unit_roundoff(p.dtype)) + kOracleRounding;
+  if (!p.varlen()) {
+    GradTolerances tol = grad_tolerances_dense(p, o, t, sink);
+    if (with_sink) tol.dsink = dsink_tolerances(sink, o, u, u_out, eta_a, eta_o);
+    return tol;
+  }
+  if (o.sequences.size() != static_cast<size_t>(p.batch) || p.dout.empty()) {
+    throw std::invalid_argument(
+        "grad_tolerances: a varlen problem needs a dout and the oracle's per-sequence results");
+  }
+  const bool pq = p.packed_q(), pk = p.packed_k();
+  GradTolerances tol;
+  tol.dq.assign(o.dq.size(), 0.0);
+  tol.dk.assign(o.dk.size(), 0.0);
+  tol.dv.assign(o.dv.size(), 0.0);
+  tol.ill_conditioned.assign(o.lse.size(), 0);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
+    if (tq == 0) continue;
+    const Problem sp = sequence_problem(p, b);
+    const GradTolerances ts = grad_tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t, sink);
+    tol.ill_conditioned_rows += ts.ill_conditioned_rows;
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        const size_t rs = row_index(sp, 0, h, i);
+        tol.ill_conditioned[row_index(p, b, h, i)] = ts.ill_conditioned[rs];
+        const int64_t x = pq ? (p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h
+                             : (b * p.heads + h) * p.tq + i;
+        for (int64_t c = 0; c < p.dk; ++c)
+          tol.dq[static_cast<size_t>(x * p.dk + c)] = ts.dq[rs * static_cast<size_t>(p.dk) + static_cast<size_t>(c)];
+      }
+    }
+    for (int64_t g = 0; g < p.kv_heads; ++g) {
+      for (int64_t j = 0; j < tk; ++j) {
+        const int64_t x = pk ? (p.packed->cu_seqlens_k[static_cast<size_t>(b)] + j) * p.kv_heads + g
+                             : (b * p.kv_heads + g) * p.tk + j;
+        const int64_t y = g * sp.tk + j;  // the sequence's [1][kv_h][tk_b][d]
+        for (int64_t c = 0; c < p.dk; ++c)
+          tol.dk[static_cast<size_t>(x * p.dk + c)] = ts.dk[static_cast<size_t>(y * p.dk + c)];
+        for (int64_t c = 0; c < p.dv; ++c)
+          tol.dv[static_cast<size_t>(x * p.dv + c)] = ts.dv[static_cast<size_t>(y * p.dv + c)];
+      }
+    }
+  }
+  if (with_sink) tol.dsink = dsink_tolerances(sink, o, u, u_out, eta_a, eta_o);
   return tol;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 // First-order error analysis of softmax attention, per element (SPEC 4).
 //
@@ -23,6 +24,42 @@
 // are bounded by kSecondOrderFactor times that part (tolerance.h: 1.25,
 // since 1 / (1 - 0.1)^2 = 1.234 < 1.25), which covers the second-order
 // remainder of the two nested perturbations (logits, then normalisation).
+//
+// Version 2 terms (SPEC 4, SPEC 1.1):
+//  - A sink z = sink_h is one more key of the normalisation with logit z and
+//    value 0: l gains exp(z - m), m being the max over the real scores AND
+//    the sink (the oracle's row_max and row_sum count it). Its logit is
+//    exact (an input), so its only logit error is the subtraction of the
+//    max, D_sink = 4 u_a (|z| + |m|) as for any key; it enters sum_j a_j D_j
+//    with its weight a_sink = exp(z - lse), and the spread sum_j a_j D_j
+//    |v_j - c| with |0 - c| = |c|, while its a_j |v_j| is 0 (A and sum |v_j|
+//    do not change). The sum l has n + 1 terms: gamma_{n+1}. A row with a
+//    sink and no allowed key is not empty: o = 0, lse = z, judged with the
+//    terms above (n = 0).
+//  - Descaled inputs (fp8 or any format with q/k/v descales): the logical
+//    logit is (sigma qd kd) q . k for stored q, k; a kernel multiplies the
+//    descales into the scaled logit in the accumulation format (sigma qd,
+//    times kd, times the dot product, in some order; gamma_dot already
+//    counts one product by sigma): up to three more roundings of t_j,
+//    D_j += 3 u_a |t_j| (SPEC 4), with |c tanh(t / c)| for |t| under a
+//    softcap (a relative error of t passes through c sech^2(t / c), and
+//    |t| sech^2(t / c) <= |c tanh(t / c)|, as for the softcap's own
+//    roundings). A descale that the accumulation format cannot represent is
+//    rounded to it first: u_a |t_j| more for each of qd, kd. The output is
+//    vd times sum_j a_j v_j of stored v: the product by vd, and its
+//    re-association with the division by l, 2 u_a |c| (SPEC 4), plus u_a |c|
+//    when vd itself must be rounded to the accumulation format. A kernel
+//    that descales q or k element by element (q_t qd rounded) errs by u_a
+//    S_j instead, which this bound does not cover (SPEC 4's model is the
+//    folded descale). The oracle's abs_dot is already of the logical values
+//    (|sigma qd kd| sum |q k|).
+//  - Formats: q_dtype / kv_dtype only restrict the stored values (exact
+//    inputs); an fp8 p_cast (E4M3: u_p = 2^-4, its own eta_p) enters through
+//    unit_roundoff / underflow_unit like any other format.
+//  - Varlen problems: each sequence is judged as sequence_problem(p, b)
+//    against the oracle's per-sequence result (OracleResult::sequences),
+//    and the tolerances are assembled in p's layout (the oracle's), so
+//    compare works element by element on the assembled arrays.
 
 namespace attncheck {
 namespace {
@@ -65,6 +102,8 @@ bool scores_may_overflow(const Problem& p, int64_t b, int64_t h, int64_t i, int6
   double abs_qk = 0;
   const int64_t g = p.kv_head(h);
   for (int64_t d = 0; d < p.dk; ++d) abs_qk += std::fabs(p.q.at(b, h, i, d) * p.k.at(b, g, j, d));
+  // Logical values: the stored product times the descales.
+  if (p.descale) abs_qk *= std::fabs(p.descale->q * p.descale->k);
   const double largest = abs_qk * std::max(1.0, std::fabs(p.scale)) * (1 + gamma_dot) *
                          (1 + unit_roundoff(s_format));
   return !(largest < max_finite(s_format));
@@ -77,8 +116,11 @@ double gamma(double n, double u) {
   return nu >= 1 ? std::numeric_limits<double>::infinity() : nu / (1 - nu);
 }
 
-Tolerances tolerances(const Problem& p, const OracleResult& o,
-                      const PrecisionTraits& t) {
+namespace {
+
+// The tolerances of a dense problem (a varlen one's sequence).
+Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
+                            const PrecisionTraits& t) {
   Tolerances tol;
   tol.out.assign(o.out.size(), 0.0);
   tol.weights.assign(o.weights.size(), 0.0);
@@ -115,6 +157,15 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
   // above already count.
   const DType s_format = t.s_cast_format();
   const double u_s = s_format == t.accum ? 0.0 : unit_roundoff(s_format);
+  // Version 2 terms (see the top of this file).
+  const bool descaled = p.descale.has_value();
+  // Roundings of |t_j| and |c| the descales cost (see the top).
+  const auto unrepresentable = [&](double x) { return representable(t.accum, x) ? 0.0 : 1.0; };
+  const double descale_logit =
+      descaled ? 3 + unrepresentable(p.descale->q) + unrepresentable(p.descale->k) : 0.0;
+  const double descale_out = descaled ? 2 + unrepresentable(p.descale->v) : 0.0;
+  const bool sinks = !p.sink.empty();
+  if (sinks) tol.sink_weight.assign(o.lse.size(), 0.0);
 
   std::vector<double> D(static_cast<size_t>(p.tk));
   std::vector<int64_t> keys;
@@ -137,7 +188,8 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
         const double m = o.row_max[row];
         const double l = o.row_sum[row];
         const double n = static_cast<double>(o.row_allowed[row]);
-        const double gamma_n = gamma(n, u_a);
+        // l sums n exponentials, and the sink's.
+        const double gamma_n = gamma(n + (sinks ? 1 : 0), u_a);
 
         double sum_aD = 0;
         bool overflows = false;
@@ -162,9 +214,20 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
             d += s_cast_logit_error(p.softcap > 0, capped, std::fabs(s), u_s);
             if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
+          if (descaled) d += descale_logit * u_a * capped;  // the descales' products
           D[static_cast<size_t>(j)] = d;
           sum_aD += o.weights[w] * d;
         }
+        // The sink: its weight and the logit error of its subtraction of
+        // the max (its logit itself is exact).
+        double a_sink = 0, D_sink = 0;
+        if (sinks) {
+          const double z = p.sink[static_cast<size_t>(h)];
+          a_sink = std::exp(z - o.lse[row]);
+          D_sink = 4 * u_a * (std::fabs(z) + std::fabs(m));
+          sum_aD += a_sink * D_sink;
+        }
+        const double aD_sink = a_sink * D_sink;
         // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
         // error is common to all weights and not cancelled by a division.
         // Four roundings of |m| + log l: the log, the addition, and the
@@ -221,6 +284,8 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           const double A = A_row[static_cast<size_t>(d)];
           const double spread = spread_row[static_cast<size_t>(d)];
           const double sum_abs_v = sum_abs_v_row[static_cast<size_t>(d)];
+          // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded).
+          const double v2 = aD_sink * std::fabs(c) + descale_out * u_a * std::fabs(c);
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
           // the sum l and the division by it (or the weights' own rounding)
           // and one more for either order; u_o |c|: the output rounding.
@@ -232,7 +297,7 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
           // 1e-42.
           tol.out[out_index(p, b, h, i, d)] =
               kSecondOrderFactor *
-              (spread + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
+              (spread + v2 + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
                (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_a + eta_o);
         }
         // Weights: the logit errors of the row, the exps, the sum and the
@@ -250,11 +315,53 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
               (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N + gamma_n + 2 * u_a + u_o) +
                eta_p + eta_a);
         }
+        // The sink's weight, as any weight (for the backward's dsink).
+        if (sinks) {
+          tol.sink_weight[row] =
+              kSecondOrderFactor *
+              (a_sink * (D_sink + sum_aD + eps + N + gamma_n + 2 * u_a + u_o) + eta_p + eta_a);
+        }
         // lse = m + log l: the logits' weighted error, the exps and the sum
         // inside the log (relative errors of l become absolute ones of
         // log l), and two roundings (log, addition) of |lse|.
         const double lse = o.lse[row];
         tol.lse[row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * u_a * std::fabs(lse));
+      }
+    }
+  }
+  return tol;
+}
+
+}  // namespace
+
+Tolerances tolerances(const Problem& p, const OracleResult& o,
+                      const PrecisionTraits& t) {
+  if (!p.varlen()) return tolerances_dense(p, o, t);
+  if (o.sequences.size() != static_cast<size_t>(p.batch)) {
+    throw std::invalid_argument(
+        "tolerances: a varlen problem needs the oracle's per-sequence results (oracle(p))");
+  }
+  Tolerances tol;
+  tol.out.assign(o.out.size(), 0.0);
+  tol.weights.assign(o.weights.size(), 0.0);
+  tol.lse.assign(o.lse.size(), 0.0);
+  tol.ill_conditioned.assign(o.lse.size(), 0);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
+    if (tq == 0) continue;
+    const Problem sp = sequence_problem(p, b);
+    const Tolerances ts = tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t);
+    tol.ill_conditioned_rows += ts.ill_conditioned_rows;
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        const size_t rp = row_index(p, b, h, i), rs = row_index(sp, 0, h, i);
+        tol.lse[rp] = ts.lse[rs];
+        tol.ill_conditioned[rp] = ts.ill_conditioned[rs];
+        for (int64_t c = 0; c < p.dv; ++c)
+          tol.out[out_index(p, b, h, i, c)] = ts.out[out_index(sp, 0, h, i, c)];
+        if (tol.weights.empty()) continue;  // packed queries: no weights
+        for (int64_t j = 0; j < tk; ++j)
+          tol.weights[weight_index(p, b, h, i, j)] = ts.weights[weight_index(sp, 0, h, i, j)];
       }
     }
   }

@@ -37,7 +37,22 @@
 // relative error is at most gamma_{2^20} < 1.2e-10 < 2^-32, so multiplying
 // it by kInflate = 1 + 2^-32 (and one more rounding, u) keeps it an upper
 // bound. Exact elements (masked weights, empty rows' zeros and -inf) have
-// radius 0. The tolerances are at least 100 times wider than these radii
+// radius 0.
+//
+// Version 2 parts (SPEC 1.1) it takes: input formats (they only restrict
+// the stored values), sinks and descales; varlen problems are left to the
+// certified oracle.
+//  - Descales: step 2 scales by eff^ = fl(fl(sigma qd) kd), within gamma_2
+//    |eff| of eff = sigma qd kd; with |T^| <= (1 + gamma_dk) A, the score
+//    gains |T^| |eff - eff^| <= gamma_2 (1 + gamma_dk) |eff| A, so e_j =
+//    (gamma_{dk+1} + gamma_2 (1 + gamma_dk)) |eff| A + u |s^| / (1 - u),
+//    |eff| A bounded from fl(|eff^| A^) by dividing by (1 - u)(1 -
+//    gamma_dk)(1 - gamma_2). The output is o^ = fl(vd fl(N^ / l^)): vd
+//    times step 6's radius, plus u |o^|.
+//  - A sink z: m^ = max(m^, z), one more term w_z = bounded_exp(fl(z - m^))
+//    of l with rho_z = u |x^_z| (z is exact), r_z as in step 3, and value
+//    0 (N is unchanged); l sums tk + 1 terms (gamma_{tk+1}). A sink-only
+//    row is exact: o = 0, lse = z, radius 0 (not empty). The tolerances are at least 100 times wider than these radii
 // for the f32 / bf16 / f16 implementations this tier is for; the caller
 // checks that per element.
 
@@ -140,8 +155,9 @@ double bounded_exp(double x) {
 std::optional<std::string> enclosure_unsupported(const Problem& p) {
   if (p.softcap > 0) return "a softcap (the enclosure has no bounded tanh)";
   if (!p.dout.empty()) return "gradients";
-  if (p.needs_v2()) return "version 2 parts";
-  if (p.tk > kMaxTerms || p.dk > kMaxTerms) return "more than 2^20 keys or head dims";
+  if (p.varlen()) return "packed or paged sequences (the certified oracle takes them)";
+  if (p.tk + (p.sink.empty() ? 0 : 1) > kMaxTerms || p.dk > kMaxTerms)
+    return "more than 2^20 keys (the sink counts) or head dims";
   return std::nullopt;
 }
 
@@ -167,10 +183,16 @@ OracleResult enclose(const Problem& p) {
   r.row_allowed.assign(rows, 0);
   r.row_empty.assign(rows, 0);
 
-  const double sigma = p.scale, abs_sigma = std::fabs(p.scale);
+  const bool descaled = p.descale.has_value();
+  const double sigma = descaled ? (p.scale * p.descale->q) * p.descale->k : p.scale;
+  const double abs_sigma = std::fabs(sigma);
+  const double vd = descaled ? p.descale->v : 1.0;
+  const bool sinks = !p.sink.empty();
   const double g_dk = gamma(static_cast<double>(p.dk));
-  const double g_dk1 = gamma(static_cast<double>(p.dk) + 1);
-  const double g_tk = gamma(static_cast<double>(p.tk));
+  const double g_2 = descaled ? gamma(2) : 0.0;
+  // Step 2's coefficient, with the descales' term (header comment).
+  const double g_dk1 = gamma(static_cast<double>(p.dk) + 1) + g_2 * (1 + g_dk);
+  const double g_tk = gamma(static_cast<double>(p.tk) + (sinks ? 1 : 0));
   const int64_t tq = p.tq, tk = p.tk;
   Matrix K, Kabs, V, Vabs;
   int64_t cached = -1;  // (b, g) of the K/V slices held
@@ -207,21 +229,38 @@ OracleResult enclose(const Problem& p) {
           r.abs_dot[w0 + j] = absdot;
           // |sigma| A <= fl(|sigma| A^) / ((1 - u)(1 - gamma_dk)).
           e[static_cast<size_t>(j)] =
-              g_dk1 * absdot / ((1 - kU) * (1 - g_dk)) + kU * std::fabs(s) / (1 - kU);
+              g_dk1 * absdot / ((1 - kU) * (1 - g_dk) * (1 - g_2)) + kU * std::fabs(s) / (1 - kU);
           if (!p.allowed(b, h, i, j)) continue;
           ++n;
           m = std::max(m, s);
         }
         r.row_allowed[row] = n;
+        const double z = sinks ? p.sink[static_cast<size_t>(h)] : 0.0;
+        if (n == 0 && sinks) {
+          // Sink-only: o = 0, lse = z, exactly (radius 0); not empty.
+          r.lse[row] = z;
+          r.row_max[row] = z;
+          r.row_sum[row] = 1;
+          row_ok[static_cast<size_t>(i)] = 0;
+          continue;
+        }
         if (n == 0) {
           r.row_empty[row] = 1;
           r.empty_rows.push_back({b, h, i});
           row_ok[static_cast<size_t>(i)] = 0;
           continue;
         }
+        if (sinks) m = std::max(m, z);
         r.row_max[row] = m;
         double l = 0, sum_r = 0;
         bool ok = std::isfinite(m);
+        if (sinks) {
+          const double x = z - m;
+          const double rho = kU * std::fabs(x);
+          const double w = bounded_exp(x);
+          l += w;
+          sum_r += w * (kBoundedExpError + 2 * rho) + kTiny;
+        }
         for (int64_t j = 0; j < tk; ++j) {  // step 3
           if (!p.allowed(b, h, i, j)) continue;
           const double x = r.scores[w0 + j] - m;
@@ -271,17 +310,18 @@ OracleResult enclose(const Problem& p) {
       RN.noalias() = M * Vabs;
       for (int64_t i = 0; i < tq; ++i) {
         const size_t row = row_index(p, b, h, i);
-        if (r.row_empty[row]) continue;
+        if (r.row_empty[row] || r.row_allowed[row] == 0) continue;  // exact zeros
         const double l = r.row_sum[row];
         const double R_l = row_radius[static_cast<size_t>(i)];
         const double l_lo = (l - R_l) * (1 - 0x1p-52);
         for (int64_t d = 0; d < p.dv; ++d) {
           const size_t k = out_index(p, b, h, i, d);
-          const double o = N(i, d) / l;
+          const double o1 = N(i, d) / l;
+          const double o = descaled ? vd * o1 : o1;
+          const double base = (up(RN(i, d)) + std::fabs(N(i, d)) * R_l / l) / l_lo + kU * std::fabs(o1);
           r.out[k] = o;
           r.out_radius[k] = row_ok[static_cast<size_t>(i)]
-                                ? up((up(RN(i, d)) + std::fabs(N(i, d)) * R_l / l) / l_lo +
-                                     kU * std::fabs(o))
+                                ? (descaled ? up(vd * base + kU * std::fabs(o)) : up(base))
                                 : kInf;
         }
       }

@@ -244,12 +244,6 @@ void exact_dot(Mp& out, const double* a, const double* b, size_t n,
   mpfr_sum(out.get(), ptrs.data(), ptrs.size(), MPFR_RNDN);
 }
 
-// out = a * d exactly (out must not be a).
-void exact_mul_d(Mp& out, const Mp& a, double d) {
-  mpfr_set_prec(out.get(), mpfr_get_prec(a.get()) + 53);
-  mpfr_mul_d(out.get(), a.get(), d, MPFR_RNDN);
-}
-
 // out = a + d exactly (out must not be a).
 void exact_add_d(Mp& out, const Mp& a, double d) {
   if (d == 0 || mpfr_zero_p(a.get())) {
@@ -386,9 +380,22 @@ class Group {
         tk_(static_cast<size_t>(p.tk)),
         dk_(static_cast<size_t>(p.dk)),
         dv_(static_cast<size_t>(p.dv)),
-        grads_(!p.dout.empty()) {
-    kmat_.resize(tk_ * dk_);
-    vmat_.resize(tk_ * dv_);
+        kt_(tk_ + (p.sink.empty() ? 0 : 1)),
+        grads_(!p.dout.empty()),
+        sink_(!p.sink.empty()),
+        qd_(p.descale ? p.descale->q : 1.0),
+        kd_(p.descale ? p.descale->k : 1.0),
+        vd_(p.descale ? p.descale->v : 1.0) {
+    // The sink is key tk_ of every row: its score is sink_h, its k and v
+    // rows are zeros (SPEC 1.1: a key with value 0 that only the
+    // denominator sees), and no weight, dK or dV is reported for it.
+    kmat_.assign(kt_ * dk_, 0.0);
+    vmat_.assign(kt_ * dv_, 0.0);
+    // scale * q_descale * k_descale: three doubles, exact at 3 * 53 bits.
+    mpfr_set_prec(eff_scale_.get(), 3 * 53);
+    mpfr_set_d(eff_scale_.get(), p.scale, MPFR_RNDN);
+    mpfr_mul_d(eff_scale_.get(), eff_scale_.get(), qd_, MPFR_RNDN);
+    mpfr_mul_d(eff_scale_.get(), eff_scale_.get(), kd_, MPFR_RNDN);
     for (size_t j = 0; j < tk_; ++j) {
       for (size_t c = 0; c < dk_; ++c)
         kmat_[j * dk_ + c] = p.k.at(b, g, static_cast<int64_t>(j),
@@ -399,17 +406,17 @@ class Group {
     }
     q_.resize(dk_);
     dout_.resize(dv_);
-    ok_.resize(tk_);
+    ok_.assign(kt_, 0);
     prods_ = make_array<Mp>(std::max(dk_, dv_));
     for (size_t c = 0; c < std::max(dk_, dv_); ++c)
       mpfr_set_prec(prods_[c].get(), 106);
-    exact_ = make_array<Mp>(tk_);
-    s_ = make_array<Iv>(tk_);
-    th_ = make_array<Iv>(tk_);
-    e_ = make_array<Iv>(tk_);
-    a_ = make_array<Iv>(tk_);
-    dt_ = make_array<Iv>(tk_);
-    f_ = make_array<Iv>(tk_);
+    exact_ = make_array<Mp>(kt_);
+    s_ = make_array<Iv>(kt_);
+    th_ = make_array<Iv>(kt_);
+    e_ = make_array<Iv>(kt_);
+    a_ = make_array<Iv>(kt_);
+    dt_ = make_array<Iv>(kt_);
+    f_ = make_array<Iv>(kt_);
     num_ = make_array<Iv>(std::max(dk_, dv_));
     dkacc_ = make_array<Iv>(tk_ * dk_);
     dvacc_ = make_array<Iv>(tk_ * dv_);
@@ -423,12 +430,7 @@ class Group {
 
   // Computes the group at precision prec, storing each value it decides.
   void run(mpfr_prec_t prec, bool diagnostics) {
-    prec_ = prec;
-    for (Iv* arr : {s_.get(), th_.get(), e_.get(), a_.get(), dt_.get(), f_.get()})
-      for (size_t j = 0; j < tk_; ++j) arr[j].set_prec(prec);
-    for (size_t c = 0; c < std::max(dk_, dv_); ++c) num_[c].set_prec(prec);
-    for (Iv* x : {&l_, &tmp_, &tmp2_, &sigma_, &lse_}) x->set_prec(prec);
-    mpfr_set_prec(t_.get(), prec);
+    set_precision(prec);
     const bool kv = grads_ && kv_pending();
     if (kv) {
       for (size_t x = 0; x < tk_ * dk_; ++x) {
@@ -449,12 +451,28 @@ class Group {
       for (size_t c = 0; c < dk_; ++c) {
         const size_t x = kv_index(p_, b_, g_, jj, static_cast<int64_t>(c),
                                   p_.dk);
+        // dK of the logical k: scale qd sum_i dS_ij q_i.
+        imul_d(dkacc_[j * dk_ + c], dkacc_[j * dk_ + c], qd_);
         if (!d_.dk[x]) d_.dk[x] = decide(dkacc_[j * dk_ + c], r_.dk[x]);
       }
       for (size_t c = 0; c < dv_; ++c) {
         const size_t x = kv_index(p_, b_, g_, jj, static_cast<int64_t>(c),
                                   p_.dv);
         if (!d_.dv[x]) d_.dv[x] = decide(dvacc_[j * dv_ + c], r_.dv[x]);
+      }
+    }
+  }
+
+  // Adds to acc[h] the dsink terms sum_i dS_sink(h, i) = -sum_i a_sink
+  // sigma_i of every query head h of the group, at precision prec; acc
+  // holds one interval per head of the problem.
+  void add_dsink(mpfr_prec_t prec, Iv* acc) {
+    set_precision(prec);
+    for (int64_t h = h0_; h < h1_; ++h) {
+      for (int64_t i = 0; i < p_.tq; ++i) {
+        if (!forward(h, i, false, false)) continue;  // no real key: dS_sink = 0
+        ds_and_sigma(h, i);
+        iadd(acc[h], acc[h], dt_[tk_]);
       }
     }
   }
@@ -536,6 +554,7 @@ class Group {
     const int64_t rows_n = (h1_ - h0_) * p_.tq;
     std::vector<RowInfo> rows(static_cast<size_t>(rows_n));
     Q t, u, nn;
+    const Q vdq(vd_);
     for (int64_t h = h0_; h < h1_; ++h) {
       for (int64_t i = 0; i < p_.tq; ++i) {
         RowInfo& ri = rows[static_cast<size_t>((h - h0_) * p_.tq + i)];
@@ -556,6 +575,15 @@ class Group {
           ++ri.n;
         }
         if (ri.n == 0 || !equal) continue;
+        if (sink_) {
+          // A sink equal to the scores is one more key, of weight 1 / n
+          // and value 0 (dA = 0); any other sink makes the weights
+          // transcendental (Lindemann), and so does a softcapped row's.
+          if (p_.softcap > 0 ||
+              !mpfr_equal_p(exact_[tk_].get(), exact_[static_cast<size_t>(first)].get()))
+            continue;
+          ++ri.n;
+        }
         ri.rational = true;
         ri.f_one = p_.softcap == 0 ||
                    mpfr_zero_p(exact_[static_cast<size_t>(first)].get());
@@ -573,6 +601,7 @@ class Group {
             mpq_mul(t.get(), t.get(), u.get());
             mpq_add(da[j].get(), da[j].get(), t.get());
           }
+          mpq_mul(da[j].get(), da[j].get(), vdq.get());  // dO . (vd v_j)
           mpq_add(sum.get(), sum.get(), da[j].get());
         }
         mpq_set_si(nn.get(), static_cast<long>(ri.n), 1);
@@ -585,7 +614,10 @@ class Group {
         }
       }
     }
-    const Q scale(p_.scale);
+    // The logical inputs' gradients: dQ carries scale kd, dK scale qd.
+    Q scale_q(p_.scale), scale_k(p_.scale);
+    mpq_mul(scale_q.get(), scale_q.get(), Q(kd_).get());
+    mpq_mul(scale_k.get(), scale_k.get(), Q(qd_).get());
     Q acc;
     for (int64_t h = h0_; h < h1_; ++h) {
       for (int64_t i = 0; i < p_.tq; ++i) {
@@ -606,7 +638,7 @@ class Group {
             r_.dq[x] = 0.0;
             d_.dq[x] = 1;
           } else if (ri.f_one) {
-            mpq_mul(acc.get(), acc.get(), scale.get());
+            mpq_mul(acc.get(), acc.get(), scale_q.get());
             d_.dq[x] = round_rational(acc, r_.dq[x]);
           }
         }
@@ -675,7 +707,7 @@ class Group {
         if (!exact) continue;
         std::erase_if(terms, [](const auto& e) { return e.second.zero(); });
         if (terms.empty()) {
-          mpq_mul(acc.get(), acc.get(), scale.get());
+          mpq_mul(acc.get(), acc.get(), scale_k.get());
           d_.dk[x] = round_rational(acc, r_.dk[x]);
         } else {
           d_.dk[x] = softcap_sum(acc, terms, r_.dk[x]);
@@ -716,6 +748,7 @@ class Group {
       mpfr_add_q(sum.lo.get(), sum.lo.get(), r.get(), MPFR_RNDD);
       mpfr_add_q(sum.hi.get(), sum.hi.get(), r.get(), MPFR_RNDU);
       imul_d(sum, sum, p_.scale);
+      imul_d(sum, sum, qd_);  // dK of the logical k
       if (decide_open(sum.lo.get(), sum.hi.get(), out)) return true;
     }
     return false;
@@ -738,7 +771,7 @@ class Group {
       ok_[j] = p_.allowed(b_, h, i, jj) ? 1 : 0;
       exact_dot(dot_, q_.data(), &kmat_[j * dk_], dk_, false, prods_.get(),
                 ptrs_);
-      exact_mul_d(scaled_, dot_, p_.scale);
+      exact_mul_scale(scaled_, dot_);
       if (p_.softcap > 0) {
         mpfr_set_prec(exact_[j].get(), mpfr_get_prec(scaled_.get()));
         mpfr_set(exact_[j].get(), scaled_.get(), MPFR_RNDN);
@@ -746,6 +779,24 @@ class Group {
         exact_add_d(exact_[j], scaled_, p_.bias_at(b_, h, i, jj));
       }
     }
+    if (sink_) {
+      // The sink's logit is sink_h itself: no softcap, no bias, no scale.
+      ok_[tk_] = 1;
+      mpfr_set_prec(exact_[tk_].get(), 53);
+      mpfr_set_d(exact_[tk_].get(), p_.sink[static_cast<size_t>(h)], MPFR_RNDN);
+    }
+  }
+
+  // out = a * scale * qd * kd exactly (out must not be a): the logical
+  // scores of stored inputs are scale (qd q) . (kd k) = (scale qd kd) q . k.
+  void exact_mul_scale(Mp& out, const Mp& a) {
+    if (!mpfr_number_p(a.get()) || mpfr_zero_p(a.get())) {
+      mpfr_set_prec(out.get(), 2);
+      mpfr_mul(out.get(), a.get(), eff_scale_.get(), MPFR_RNDN);
+      return;
+    }
+    mpfr_set_prec(out.get(), mpfr_get_prec(a.get()) + mpfr_get_prec(eff_scale_.get()));
+    mpfr_mul(out.get(), a.get(), eff_scale_.get(), MPFR_RNDN);
   }
 
   // Whether every class of equal allowed scores has the same mean of
@@ -756,15 +807,16 @@ class Group {
     // the comparisons are exact.
     const mpfr_prec_t wide = 2400 + 2 * 64;
     Mp s0(wide), s1(wide), x(wide), y(wide);
-    std::vector<uint8_t> done(tk_, 0);
+    // The sink (index tk_, value 0) is a class like any other.
+    std::vector<uint8_t> done(kt_, 0);
     int64_t n0 = 0;
     bool first = true;
-    for (size_t j = 0; j < tk_; ++j) {
+    for (size_t j = 0; j < kt_; ++j) {
       if (!ok_[j] || done[j]) continue;
       Mp& sum = first ? s0 : s1;
       mpfr_set_zero(sum.get(), 1);
       int64_t n = 0;
-      for (size_t r = j; r < tk_; ++r) {
+      for (size_t r = j; r < kt_; ++r) {
         if (!ok_[r] || done[r] ||
             !mpfr_equal_p(exact_[r].get(), exact_[j].get()))
           continue;
@@ -787,23 +839,42 @@ class Group {
     // interval is a point; otherwise the exact mean lies strictly between
     // two neighbouring numbers of this precision, with no double or
     // midpoint strictly between them, so decide_open settles it.
+    // The output of stored v is vd times the mean: vd s0 is exact at 53
+    // more bits.
+    Mp sv(wide + 64);
+    mpfr_mul_d(sv.get(), s0.get(), vd_, MPFR_RNDN);
     Iv q;
-    q.set_prec(wide);
-    mpfr_div_si(q.lo.get(), s0.get(), static_cast<long>(n0), MPFR_RNDD);
-    mpfr_div_si(q.hi.get(), s0.get(), static_cast<long>(n0), MPFR_RNDU);
+    q.set_prec(wide + 64);
+    mpfr_div_si(q.lo.get(), sv.get(), static_cast<long>(n0), MPFR_RNDD);
+    mpfr_div_si(q.hi.get(), sv.get(), static_cast<long>(n0), MPFR_RNDU);
     return decide_open(q.lo.get(), q.hi.get(), out);
   }
 
   void row(int64_t h, int64_t i, bool diagnostics) {
+    if (!forward(h, i, diagnostics, true)) return;
+    if (grads_) backward(h, i, row_index(p_, b_, h, i));
+  }
+
+  // The forward pass of row (b, h, i): e_, l_ and the weights a_ of every
+  // key, the sink's (index tk_) included. With `record` it stores each
+  // value it decides (and with `diagnostics` the diagnostic fields);
+  // without, it only leaves a_ for the caller. False for a row without
+  // any allowed real key (empty, or sink-only): its values are exact and
+  // set by the caller, and it contributes nothing to any gradient.
+  bool forward(int64_t h, int64_t i, bool diagnostics, bool record) {
     const size_t row = row_index(p_, b_, h, i);
     exact_scores(h, i);
     const bool cap = p_.softcap > 0;
     int64_t n = 0;
     size_t jmax = 0;
-    for (size_t j = 0; j < tk_; ++j) {
+    bool any = false;
+    for (size_t j = 0; j < kt_; ++j) {
       const auto jj = static_cast<int64_t>(j);
+      const bool is_sink = j == tk_;
       Iv& s = s_[j];
-      if (cap) {
+      if (cap && is_sink) {
+        s.set_d(p_.sink[static_cast<size_t>(h)]);  // not softcapped
+      } else if (cap) {
         // s = c tanh(t / c) + bias, every step monotone in t.
         mpfr_div_d(th_[j].lo.get(), exact_[j].get(), p_.softcap, MPFR_RNDD);
         mpfr_div_d(th_[j].hi.get(), exact_[j].get(), p_.softcap, MPFR_RNDU);
@@ -816,41 +887,46 @@ class Group {
         mpfr_add_d(s.hi.get(), s.hi.get(), bias, MPFR_RNDU);
       }
       mpfr_srcptr hi = cap ? s.hi.get() : exact_[j].get();
-      if (diagnostics) {
+      if (diagnostics && !is_sink) {
         const size_t w = weight_index(p_, b_, h, i, jj);
         r_.scores[w] = mpfr_get_d(cap ? s.lo.get() : hi, MPFR_RNDN);
         exact_dot(dot_, q_.data(), &kmat_[j * dk_], dk_, true, prods_.get(),
                   ptrs_);
-        mpfr_mul_d(t_.get(), dot_.get(), std::fabs(p_.scale), MPFR_RNDN);
-        r_.abs_dot[w] = mpfr_get_d(t_.get(), MPFR_RNDN);
+        exact_mul_scale(absdot_, dot_);
+        mpfr_abs(absdot_.get(), absdot_.get(), MPFR_RNDN);
+        r_.abs_dot[w] = mpfr_get_d(absdot_.get(), MPFR_RNDN);
       }
       if (!ok_[j]) continue;
-      if (n == 0 || mpfr_greater_p(hi, cap ? s_[jmax].hi.get()
-                                           : exact_[jmax].get()))
+      if (!is_sink) ++n;
+      if (!any || mpfr_greater_p(hi, cap ? s_[jmax].hi.get() : exact_[jmax].get()))
         jmax = j;
-      ++n;
+      any = true;
     }
-    if (n == 0) return;  // empty row: exact zeros, set by the caller
-    // Without softcap m is the largest score, exact. With softcap it is
-    // the interval of the largest score, and keys with the same exact t and
-    // bias as that key get x = s - m = 0 exactly (the same number less
-    // itself), which keeps single-key and equal-score rows exactly
-    // rational.
+    if (n == 0) return false;  // empty or sink-only: exact, set by the caller
+    const int64_t terms = n + (sink_ ? 1 : 0);
+    // Without softcap m is the largest score (or the sink), exact. With
+    // softcap it is the interval of the largest score, and keys with the
+    // same exact t and bias as that key get x = s - m = 0 exactly (the same
+    // number less itself), which keeps single-key and equal-score rows
+    // exactly rational.
     Mp& m = m_;
     if (!cap) {
       mpfr_set_prec(m.get(), mpfr_get_prec(exact_[jmax].get()));
       mpfr_set(m.get(), exact_[jmax].get(), MPFR_RNDN);
     }
-    const double bias_max = p_.bias_at(b_, h, i, static_cast<int64_t>(jmax));
+    const bool max_is_sink = jmax == tk_;
+    const double bias_max = max_is_sink ? 0.0 : p_.bias_at(b_, h, i, static_cast<int64_t>(jmax));
     l_.set_zero();
-    for (size_t j = 0; j < tk_; ++j) {
+    for (size_t j = 0; j < kt_; ++j) {
       if (!ok_[j]) continue;
       Iv& e = e_[j];
       if (!cap) {
         mpfr_sub(e.lo.get(), exact_[j].get(), m.get(), MPFR_RNDD);
         mpfr_sub(e.hi.get(), exact_[j].get(), m.get(), MPFR_RNDU);
-      } else if (mpfr_equal_p(exact_[j].get(), exact_[jmax].get()) &&
-                 p_.bias_at(b_, h, i, static_cast<int64_t>(j)) == bias_max) {
+      } else if (j == jmax ||
+                 (j != tk_ && !max_is_sink &&
+                  mpfr_equal_p(exact_[j].get(), exact_[jmax].get()) &&
+                  p_.bias_at(b_, h, i, static_cast<int64_t>(j)) == bias_max)) {
         e.set_zero();
       } else {
         isub(e, s_[j], s_[jmax]);
@@ -859,18 +935,21 @@ class Group {
       mpfr_exp(e.hi.get(), e.hi.get(), MPFR_RNDU);
       iadd(l_, l_, e);
     }
-    for (size_t j = 0; j < tk_; ++j) {
+    for (size_t j = 0; j < kt_; ++j) {
       if (!ok_[j]) continue;
       idiv_pos(a_[j], e_[j], l_);
+      if (j == tk_ || !record) continue;  // the sink's weight is not reported
       const size_t w = weight_index(p_, b_, h, i, static_cast<int64_t>(j));
       if (!d_.weights[w]) d_.weights[w] = decide(a_[j], r_.weights[w]);
     }
+    if (!record) return true;
     for (size_t c = 0; c < dv_; ++c) {
       Iv& num = num_[c];
       num.set_zero();
-      for (size_t j = 0; j < tk_; ++j)
+      for (size_t j = 0; j < tk_; ++j)  // the sink's value is 0
         if (ok_[j]) iadd_mul_d(num, e_[j], vmat_[j * dv_ + c], tmp_);
       idiv_pos(tmp_, num, l_);
+      imul_d(tmp_, tmp_, vd_);  // o = vd sum_j a_j v_j for stored v
       const size_t o = out_index(p_, b_, h, i, static_cast<int64_t>(c));
       if (!d_.out[o]) d_.out[o] = decide(tmp_, r_.out[o]);
     }
@@ -881,16 +960,17 @@ class Group {
     mpfr_add(lse_.hi.get(), lse_.hi.get(), cap ? s_[jmax].hi.get() : m.get(),
              MPFR_RNDU);
     if (!d_.lse[row]) d_.lse[row] = decide(lse_, r_.lse[row]);
-    if (!d_.lse[row] && !cap && n >= 2) {
+    if (!d_.lse[row] && !cap && terms >= 2) {
       // lse = m + log l with l = sum_j e^{x_j} > 1 (n >= 2 positive terms,
-      // one of them e^0), so lse > m. And lse is irrational: log l = r
-      // rational would give e^r - sum_j e^{x_j} = 0 with r > 0 >= x_j,
-      // against Lindemann-Weierstrass (exponentials of distinct rationals
-      // are linearly independent over the rationals). So lse lies in the
-      // open interval (max(lo, m), hi). This decides rows where the other
-      // keys are so far below the maximum (x_j < -1600) that l rounds to 1
-      // even at 2400 bits, which would leave lse = m + tiny undecided
-      // whenever the exact score m is a midpoint.
+      // one of them e^0; the sink is one more term e^{sink - m}), so
+      // lse > m. And lse is irrational: log l = r rational would give
+      // e^r - sum_j e^{x_j} = 0 with r > 0 >= x_j (every x_j rational: the
+      // sink is a double), against Lindemann-Weierstrass (exponentials of
+      // distinct rationals are linearly independent over the rationals).
+      // So lse lies in the open interval (max(lo, m), hi). This decides
+      // rows where the other keys are so far below the maximum (x_j <
+      // -1600) that l rounds to 1 even at 2400 bits, which would leave
+      // lse = m + tiny undecided whenever the exact score m is a midpoint.
       mpfr_srcptr lo = mpfr_less_p(lse_.lo.get(), m.get()) ? m.get()
                                                           : lse_.lo.get();
       d_.lse[row] = decide_open(lo, lse_.hi.get(), r_.lse[row]);
@@ -900,15 +980,26 @@ class Group {
           mpfr_get_d(cap ? s_[jmax].lo.get() : m.get(), MPFR_RNDN);
       r_.row_sum[row] = mpfr_get_d(l_.lo.get(), MPFR_RNDN);
     }
-    if (grads_) backward(h, i, row);
+    return true;
   }
 
-  // SPEC section 1's backward for one row, in intervals.
-  void backward(int64_t h, int64_t i, size_t row) {
+  void set_precision(mpfr_prec_t prec) {
+    prec_ = prec;
+    for (Iv* arr : {s_.get(), th_.get(), e_.get(), a_.get(), dt_.get(), f_.get()})
+      for (size_t j = 0; j < kt_; ++j) arr[j].set_prec(prec);
+    for (size_t c = 0; c < std::max(dk_, dv_); ++c) num_[c].set_prec(prec);
+    for (Iv* x : {&l_, &tmp_, &tmp2_, &sigma_, &lse_}) x->set_prec(prec);
+    mpfr_set_prec(t_.get(), prec);
+  }
+
+  // dA_j = dO . (vd v_j), sigma = sum_j a_j dA_j and dS_j = a_j (dA_j -
+  // sigma) of the row forward() left, into dt_, for every key: the sink
+  // (value 0, so dA = 0) gets dS_sink = -a_sink sigma, its dsink term.
+  void ds_and_sigma(int64_t h, int64_t i) {
     for (size_t c = 0; c < dv_; ++c)
       dout_[c] = p_.dout[out_index(p_, b_, h, i, static_cast<int64_t>(c))];
     sigma_.set_zero();
-    for (size_t j = 0; j < tk_; ++j) {
+    for (size_t j = 0; j < kt_; ++j) {
       if (!ok_[j]) continue;
       // dA_j = dO . v_j: products of doubles, exact at prec >= 106.
       Iv& da = dt_[j];
@@ -917,14 +1008,25 @@ class Group {
         tmp_.set_d(dout_[c]);
         iadd_mul_d(da, tmp_, vmat_[j * dv_ + c], tmp2_);
       }
+      imul_d(da, da, vd_);
       imul(tmp_, a_[j], da, t_);
       iadd(sigma_, sigma_, tmp_);
     }
-    for (size_t j = 0; j < tk_; ++j) {
+    for (size_t j = 0; j < kt_; ++j) {
       if (!ok_[j]) continue;
       Iv& dt = dt_[j];
       isub(tmp_, dt, sigma_);
       imul(dt, a_[j], tmp_, t_);  // dS_j
+    }
+  }
+
+  // SPEC section 1's backward for one row, in intervals.
+  void backward(int64_t h, int64_t i, size_t row) {
+    ds_and_sigma(h, i);
+    if (dsink_acc_ && sink_) iadd(dsink_acc_[h], dsink_acc_[h], dt_[tk_]);
+    for (size_t j = 0; j < tk_; ++j) {
+      if (!ok_[j]) continue;
+      Iv& dt = dt_[j];
       if (p_.softcap > 0) {
         // dT = dS (1 - tanh^2) = dS sech^2(t / c), the latter without the
         // cancellation of 1 - tanh^2 at large |t / c|.
@@ -939,6 +1041,7 @@ class Group {
       for (size_t j = 0; j < tk_; ++j)
         if (ok_[j]) iadd_mul_d(acc, dt_[j], kmat_[j * dk_ + c], tmp_);
       imul_d(acc, acc, p_.scale);
+      imul_d(acc, acc, kd_);  // dQ of the logical q: scale kd sum_j dS_j k_j
       const size_t x = row * dk_ + c;
       if (!d_.dq[x]) d_.dq[x] = decide(acc, r_.dq[x]);
     }
@@ -959,7 +1062,10 @@ class Group {
   OracleResult& r_;
   Decided& d_;
   size_t tk_, dk_, dv_;
-  bool grads_;
+  size_t kt_;  // keys in the arrays: tk_, plus the sink's
+  bool grads_, sink_;
+  double qd_, kd_, vd_;  // descales (1 without)
+  Mp eff_scale_;         // scale * qd * kd, exact
   mpfr_prec_t prec_ = 128;
   std::vector<double> kmat_, vmat_, q_, dout_;
   std::vector<uint8_t> ok_;
@@ -967,27 +1073,105 @@ class Group {
   std::unique_ptr<Mp[]> prods_, exact_;
   std::unique_ptr<Iv[]> s_, th_, e_, a_, dt_, f_, num_, dkacc_, dvacc_;
   Iv l_, tmp_, tmp2_, sigma_, lse_;
-  Mp dot_, scaled_, m_, t_;
+  Mp dot_, scaled_, m_, t_, absdot_;
+
+ public:
+  // Where backward() adds each row's dS_sink (one interval per head), or
+  // null; set by exact_group for its first precision only.
+  Iv* dsink_acc_ = nullptr;
 };
 
 }  // namespace
 
+struct DsinkSums {
+  size_t heads = 0;
+  std::unique_ptr<Iv[]> acc;
+  bool complete = true;
+};
+
+void DsinkSumsDeleter::operator()(DsinkSums* s) const { delete s; }
+
+DsinkSumsPtr make_dsink_sums(int64_t heads) {
+  DsinkSumsPtr s(new DsinkSums);
+  s->heads = static_cast<size_t>(heads);
+  s->acc = make_array<Iv>(s->heads);
+  for (size_t h = 0; h < s->heads; ++h) {
+    s->acc[h].set_prec(kLevels[0]);
+    s->acc[h].set_zero();
+  }
+  return s;
+}
+
 void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
-                 Decided& d, bool fill_diagnostics) {
+                 Decided& d, bool fill_diagnostics, DsinkSums* sums) {
   // Setting up the MPFR arrays costs more than the fast path of a small
   // group: skip it when the fast path decided everything.
-  if (!fill_diagnostics && !group_pending(p, b, g, d)) return;
+  if (!fill_diagnostics && !group_pending(p, b, g, d)) {
+    if (sums) sums->complete = false;  // its rows were not run
+    return;
+  }
   Group group(p, b, g, r, d);
   bool diagnostics = fill_diagnostics;
   for (mpfr_prec_t prec : kLevels) {
-    if (!diagnostics && !group.pending()) return;
+    if (!diagnostics && !group.pending()) {
+      if (sums && prec == kLevels[0]) sums->complete = false;
+      return;
+    }
+    // The first run computes every row of the group when dK / dV are
+    // pending (always, with gradients, at the first level): its backward
+    // adds each row's dS_sink to the sums. Otherwise they are incomplete.
+    const bool collect = sums && prec == kLevels[0];
+    if (collect && !(!p.dout.empty() && kv_pending(p, d, b, g))) sums->complete = false;
+    group.dsink_acc_ = collect && sums->complete ? sums->acc.get() : nullptr;
     group.run(prec, diagnostics);
+    group.dsink_acc_ = nullptr;
     diagnostics = false;
   }
   if (!group.pending()) return;
   group.class_means();
   group.rational_gradients();
   group.report_undecided();
+}
+
+void exact_dsink(const std::vector<const Problem*>& parts, int64_t heads,
+                 std::vector<double>& dsink, std::vector<uint8_t>& decided,
+                 const DsinkSums* sums) {
+  const auto nh = static_cast<size_t>(heads);
+  dsink.assign(nh, 0.0);
+  decided.assign(nh, 0);
+  const bool first_done = sums && sums->complete && sums->heads == nh;
+  if (first_done) {
+    bool all = true;
+    for (size_t h = 0; h < nh; ++h) {
+      decided[h] = decide(sums->acc[h], dsink[h]);
+      all = all && decided[h];
+    }
+    if (all) return;
+  }
+  auto acc = make_array<Iv>(nh);
+  OracleResult scratch;  // forward(.., record = false) writes nothing
+  Decided scratch_d;
+  for (mpfr_prec_t prec : kLevels) {
+    if (first_done && prec == kLevels[0]) continue;
+    for (size_t h = 0; h < nh; ++h) {
+      acc[h].set_prec(prec);
+      acc[h].set_zero();
+    }
+    for (const Problem* part : parts) {
+      for (int64_t b = 0; b < part->batch; ++b) {
+        for (int64_t g = 0; g < part->kv_heads; ++g) {
+          Group group(*part, b, g, scratch, scratch_d);
+          group.add_dsink(prec, acc.get());
+        }
+      }
+    }
+    bool all = true;
+    for (size_t h = 0; h < nh; ++h) {
+      if (!decided[h]) decided[h] = decide(acc[h], dsink[h]);
+      all = all && decided[h];
+    }
+    if (all) return;
+  }
 }
 
 }  // namespace attncheck::oracle_detail

@@ -182,6 +182,27 @@ bool in_range(double x) {
 bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
                 Decided& dec) {
   if (p.softcap > 0 || !in_range(p.scale)) return false;
+  // Descales (SPEC 1.1): the logical score is (scale qd kd) q . k and the
+  // output vd sum_j a_j v_j. eff = scale qd kd is two_prod(scale, qd)
+  // (exact) times kd (DD * double, within 2u^2 relative, inside kOp); the
+  // score is then dot * eff (DD * DD, kOp), and its error carries the
+  // dot's error times |eff| (1.01 covers eff.lo) plus kOp |t| for eff's
+  // own error: 2 kOp |t| with the product's. The output's product by vd
+  // (DD * double) is one more kOp |o|, and vd times the quotient's error.
+  // Descales are kept in [2^-100, 2^100] so no product leaves the range
+  // of Dekker's algorithm; others go to the exact path.
+  const bool descaled =
+      p.descale && (p.descale->q != 1 || p.descale->k != 1 || p.descale->v != 1);
+  const auto descale_in_range = [](double x) { return x >= 0x1p-100 && x <= 0x1p100; };
+  if (descaled && !(descale_in_range(p.descale->q) && descale_in_range(p.descale->k) &&
+                    descale_in_range(p.descale->v)))
+    return false;
+  const DD eff = descaled ? mul(two_prod(p.scale, p.descale->q), p.descale->k) : DD{p.scale, 0};
+  const double vdesc = descaled ? p.descale->v : 1.0;
+  // Sinks (SPEC 1.1): one more term exp(sink_h - m) of l, m the max over
+  // the scores and the sink. z - m is a difference of two doubles, exact
+  // in DD; the sink has value 0, so it adds nothing to the numerators.
+  const bool sinks = !p.sink.empty();
   const auto tk = static_cast<size_t>(p.tk), dk = static_cast<size_t>(p.dk),
              dv = static_cast<size_t>(p.dv);
   const int64_t group = p.heads / p.kv_heads;
@@ -248,9 +269,15 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
           const size_t j = j0 + u;
           const auto jj = static_cast<int64_t>(j);
           const DD dot = fast_two_sum(sh[u], sc[u]);
-          DD t = mul(dot, scale);
-          double err = std::fabs(scale) * dot_coef * sa[u] +
-                       kOp * std::fabs(t.hi);
+          DD t;
+          double err;
+          if (descaled) {
+            t = mul(dot, eff);
+            err = std::fabs(eff.hi) * 1.01 * dot_coef * sa[u] + 2 * kOp * std::fabs(t.hi);
+          } else {
+            t = mul(dot, scale);
+            err = std::fabs(scale) * dot_coef * sa[u] + kOp * std::fabs(t.hi);
+          }
           if (p.bias) {
             t = add(t, p.bias_at(b, h, i, jj));
             err += kOp * std::fabs(t.hi);
@@ -261,17 +288,20 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
           ok[j] = p.allowed(b, h, i, jj) ? 1 : 0;
           const size_t w = weight_index(p, b, h, i, jj);
           r.scores[w] = t.hi;
-          r.abs_dot[w] = std::fabs(scale) * sa[u];
+          r.abs_dot[w] = std::fabs(eff.hi) * sa[u];
         }
       }
       const int64_t n_allowed = r.row_allowed[row];
-      if (n_allowed == 0) continue;
-      const double n = static_cast<double>(n_allowed);
+      if (n_allowed == 0) continue;  // empty or sink-only: set by the caller
+      // Terms of l: the keys and the sink.
+      const double n = static_cast<double>(n_allowed) + (sinks ? 1 : 0);
+      const double z = sinks ? p.sink[static_cast<size_t>(h)] : 0.0;
       // Inflation covering the roundings of the bounds' own sums.
       const double infl = 1 + 4 * (n + n_dk + 2) * kU + 0x1p-40;
       double m = -INFINITY;
       for (size_t j = 0; j < tk; ++j)
         if (ok[j]) m = std::max(m, s[j].hi);
+      if (sinks) m = std::max(m, z);
       // m is an exact double: the weights do not depend on it.
       r.row_max[row] = m;
       double rel_max = 0, sum_err = 0, flushed = 0;
@@ -294,6 +324,19 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
         rel_max = std::max(rel_max, rel);
         sum_err += e[j].hi * rel;
         l = add(l, e[j]);
+      }
+      if (sinks) {
+        const DD x = two_sum(z, -m);  // exact
+        if (x.hi < kFlushBelow) {
+          flushed += 1;
+        } else {
+          if (x.hi > 0x1p-11) return false;
+          const DD es = exp_dd(x, tab);
+          const double rel = 1.02 * (kExp + kOp * std::fabs(x.hi));
+          rel_max = std::max(rel_max, rel);
+          sum_err += es.hi * rel;
+          l = add(l, es);
+        }
       }
       r.row_sum[row] = l.hi;
       const double lerr =
@@ -335,10 +378,14 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
         const DD nd = fast_two_sum(num[c].hi, num[c].lo);
         const double nerr =
             (num_coef * nabs[c] + flushed * kFlushError * vmax[c]) * infl;
-        const DD out = div(nd, l);
-        const double err = ((nerr + std::fabs(out.hi) * lerr) / lden +
-                            kOp * std::fabs(out.hi)) *
-                           infl;
+        DD out = div(nd, l);
+        double err = ((nerr + std::fabs(out.hi) * lerr) / lden +
+                      kOp * std::fabs(out.hi)) *
+                     infl;
+        if (descaled) {
+          out = mul(out, vdesc);
+          err = (err * vdesc + kOp * std::fabs(out.hi)) * infl;
+        }
         dec.out[o] = decided(out, err, r.out[o]);
       }
       // lse = m + log l: one Newton step y1 = y0 + l exp(-y0) - 1 from the

@@ -4,6 +4,7 @@
 // exact.cpp). See oracle.cpp for the overall argument.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attncheck/oracle.h"
@@ -34,11 +35,36 @@ void check_finite_inputs(const Problem& p);
 bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
                 Decided& d);
 
+/// dsink's per-head sums at the exact path's first precision (128 bits),
+/// collected while exact_group runs every row of a group there anyway (it
+/// does whenever the problem has gradients), so that exact_dsink starts
+/// from them instead of recomputing every row. `complete` stays true only
+/// if every group of every part added its rows.
+struct DsinkSums;
+struct DsinkSumsDeleter {
+  void operator()(DsinkSums* s) const;
+};
+using DsinkSumsPtr = std::unique_ptr<DsinkSums, DsinkSumsDeleter>;
+DsinkSumsPtr make_dsink_sums(int64_t heads);
+
 /// MPFR interval path for the group (b, g): decides the values not yet
 /// decided, at 128, 256, 512 and finally 2400 bits; what is still undecided
 /// is appended to r.uncertified. With `fill_diagnostics` it also writes
-/// scores, abs_dot, row_max and row_sum of the group.
+/// scores, abs_dot, row_max and row_sum of the group. With `sums` (a
+/// problem with a sink and a dout) it adds the group's dsink terms at 128
+/// bits to them.
 void exact_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
-                 Decided& d, bool fill_diagnostics);
+                 Decided& d, bool fill_diagnostics, DsinkSums* sums = nullptr);
+
+/// dsink_h = sum over the rows of every problem in `parts` of dS_sink =
+/// -a_sink sum_j a_j dA_j, for each of the `heads` query heads, each sum
+/// taken exactly in MPFR intervals (at 128, 256, 512 and 2400 bits) and
+/// rounded once: decided[h] = 1 where that rounding is proven. `parts` are
+/// dense problems with a sink and a dout: the problem itself, or the
+/// sequences of a varlen problem (whose dsink sums over all of them).
+/// `sums`, when complete, stands for the 128-bit pass.
+void exact_dsink(const std::vector<const Problem*>& parts, int64_t heads,
+                 std::vector<double>& dsink, std::vector<uint8_t>& decided,
+                 const DsinkSums* sums = nullptr);
 
 }  // namespace attncheck::oracle_detail

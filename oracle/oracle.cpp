@@ -76,6 +76,14 @@ void check_finite_inputs(const Problem& p) {
     }
   }
   if (!std::isfinite(p.scale)) throw InputError(fmt::format("scale is {}: it must be finite", p.scale));
+  for (size_t h = 0; h < p.sink.size(); ++h)
+    if (!std::isfinite(p.sink[h]))
+      throw InputError(fmt::format("sink[{}] is {}: it must be finite", h, p.sink[h]));
+  if (p.descale) {
+    for (const double x : {p.descale->q, p.descale->k, p.descale->v})
+      if (!std::isfinite(x))
+        throw InputError(fmt::format("a descale is {}: descales must be finite", x));
+  }
 }
 
 }  // namespace oracle_detail
@@ -84,7 +92,11 @@ const char* tier_name(OracleResult::Tier t) {
   return t == OracleResult::Tier::enclosure ? "enclosure" : "certified";
 }
 
-OracleResult oracle(const Problem& p) {
+namespace {
+
+// The oracle of a dense problem, dsink aside (its 128-bit terms go to
+// `sums` when given).
+OracleResult oracle_dense(const Problem& p, oracle_detail::DsinkSums* sums) {
   oracle_detail::check_finite_inputs(p);
   using oracle_detail::Decided;
   OracleResult r;
@@ -128,6 +140,21 @@ OracleResult oracle(const Problem& p) {
         }
         r.row_allowed[row] = n;
         if (n > 0) continue;
+        if (!p.sink.empty()) {
+          // Sink-only (SPEC 1.1): Z = exp(sink_h), the sink takes all the
+          // weight, o = 0 and lse = log Z = sink_h exactly; every dS_j of
+          // the row is 0, so are its dQ and its dsink term. Not empty.
+          const double z = p.sink[static_cast<size_t>(h)];
+          r.lse[row] = z;
+          r.row_max[row] = z;
+          r.row_sum[row] = 1;
+          d.lse[row] = 1;
+          for (int64_t c = 0; c < p.dv; ++c) d.out[out_index(p, b, h, i, c)] = 1;
+          if (grads)
+            for (int64_t c = 0; c < p.dk; ++c)
+              d.dq[row * static_cast<size_t>(p.dk) + static_cast<size_t>(c)] = 1;
+          continue;
+        }
         // The normalisation is undefined: report the row, leave the zeros
         // and -inf the `zero` empty-row policy prescribes; it contributes
         // nothing to any gradient.
@@ -145,9 +172,126 @@ OracleResult oracle(const Problem& p) {
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t g = 0; g < p.kv_heads; ++g) {
       const bool fast = oracle_detail::fast_group(p, b, g, r, d);
-      oracle_detail::exact_group(p, b, g, r, d, !fast);
+      oracle_detail::exact_group(p, b, g, r, d, !fast, sums);
     }
   }
+  return r;
+}
+
+bool with_dsink(const Problem& p) { return !p.sink.empty() && !p.dout.empty(); }
+
+// dsink of the dense problems `parts` (p itself or its sequences), into r.
+void add_dsink(const Problem& p, const std::vector<const Problem*>& parts,
+               const oracle_detail::DsinkSums* sums, OracleResult& r) {
+  if (p.sink.empty() || p.dout.empty()) return;
+  std::vector<uint8_t> decided;
+  oracle_detail::exact_dsink(parts, p.heads, r.dsink, decided, sums);
+  for (int64_t h = 0; h < p.heads; ++h)
+    if (!decided[static_cast<size_t>(h)]) r.uncertified.push_back({"dsink", {h}});
+}
+
+// A varlen problem, sequence by sequence (SPEC 1.1), assembled in p's
+// layout: see oracle.h.
+OracleResult oracle_varlen(const Problem& p) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const bool pq = p.packed_q(), pk = p.packed_k();
+  const bool grads = !p.dout.empty();
+  const auto heads = static_cast<size_t>(p.heads);
+  const size_t rows = pq ? heads * static_cast<size_t>(p.total_q())
+                         : static_cast<size_t>(p.batch * p.heads * p.tq);
+  OracleResult r;
+  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
+  r.lse.assign(rows, -kInf);
+  r.row_max.assign(rows, -kInf);
+  r.row_sum.assign(rows, 0.0);
+  r.row_allowed.assign(rows, 0);
+  r.row_empty.assign(rows, 0);
+  if (!pq) {
+    const size_t scores = rows * static_cast<size_t>(p.tk);
+    r.weights.assign(scores, 0.0);
+    r.scores.assign(scores, 0.0);
+    r.abs_dot.assign(scores, 0.0);
+  }
+  const int64_t key_rows = pk ? p.packed->cu_seqlens_k.back() : p.batch * p.tk;
+  if (grads) {
+    r.dq.assign(rows * static_cast<size_t>(p.dk), 0.0);
+    r.dk.assign(static_cast<size_t>(key_rows * p.kv_heads * p.dk), 0.0);
+    r.dv.assign(static_cast<size_t>(key_rows * p.kv_heads * p.dv), 0.0);
+  }
+  // Row (b, h, i) of q-shaped arrays with n columns; key j of k-shaped.
+  const auto q_at = [&](int64_t b, int64_t h, int64_t i, int64_t c, int64_t n) {
+    const int64_t x = pq ? (p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h
+                         : (b * p.heads + h) * p.tq + i;
+    return static_cast<size_t>(x * n + c);
+  };
+  const auto k_at = [&](int64_t b, int64_t g, int64_t j, int64_t c, int64_t n) {
+    const int64_t x = pk ? (p.packed->cu_seqlens_k[static_cast<size_t>(b)] + j) * p.kv_heads + g
+                         : (b * p.kv_heads + g) * p.tk + j;
+    return static_cast<size_t>(x * n + c);
+  };
+  std::vector<Problem> seqs;
+  seqs.reserve(static_cast<size_t>(p.batch));
+  const auto sums = with_dsink(p) ? oracle_detail::make_dsink_sums(p.heads) : nullptr;
+  r.sequences.resize(static_cast<size_t>(p.batch));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
+    if (tq == 0) continue;  // nothing to compute
+    seqs.push_back(sequence_problem(p, b));
+    const Problem& sp = seqs.back();
+    OracleResult& s = r.sequences[static_cast<size_t>(b)];
+    s = oracle_dense(sp, sums.get());
+    for (int64_t h = 0; h < p.heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        const size_t rp = row_index(p, b, h, i), rs = row_index(sp, 0, h, i);
+        r.lse[rp] = s.lse[rs];
+        r.row_max[rp] = s.row_max[rs];
+        r.row_sum[rp] = s.row_sum[rs];
+        r.row_allowed[rp] = s.row_allowed[rs];
+        r.row_empty[rp] = s.row_empty[rs];
+        for (int64_t c = 0; c < p.dv; ++c)
+          r.out[out_index(p, b, h, i, c)] = s.out[out_index(sp, 0, h, i, c)];
+        if (!pq) {
+          for (int64_t j = 0; j < tk; ++j) {
+            const size_t wp = weight_index(p, b, h, i, j), ws = weight_index(sp, 0, h, i, j);
+            r.weights[wp] = s.weights[ws];
+            r.scores[wp] = s.scores[ws];
+            r.abs_dot[wp] = s.abs_dot[ws];
+          }
+        }
+        if (grads)
+          for (int64_t c = 0; c < p.dk; ++c)
+            r.dq[q_at(b, h, i, c, p.dk)] = s.dq[rs * static_cast<size_t>(p.dk) + static_cast<size_t>(c)];
+      }
+    }
+    if (grads) {
+      for (int64_t g = 0; g < p.kv_heads; ++g) {
+        for (int64_t j = 0; j < tk; ++j) {
+          for (int64_t c = 0; c < p.dk; ++c)
+            r.dk[k_at(b, g, j, c, p.dk)] = s.dk[oracle_detail::kv_index(sp, 0, g, j, c, p.dk)];
+          for (int64_t c = 0; c < p.dv; ++c)
+            r.dv[k_at(b, g, j, c, p.dv)] = s.dv[oracle_detail::kv_index(sp, 0, g, j, c, p.dv)];
+        }
+      }
+    }
+    for (const auto& e : s.empty_rows) r.empty_rows.push_back({b, e[1], e[2]});
+    for (UncertifiedValue u : s.uncertified) {
+      u.index[0] = b;  // (0, ...) of the sequence is (b, ...) of p
+      r.uncertified.push_back(std::move(u));
+    }
+  }
+  std::vector<const Problem*> parts;
+  for (const Problem& sp : seqs) parts.push_back(&sp);
+  add_dsink(p, parts, sums.get(), r);
+  return r;
+}
+
+}  // namespace
+
+OracleResult oracle(const Problem& p) {
+  if (p.varlen()) return oracle_varlen(p);
+  const auto sums = with_dsink(p) ? oracle_detail::make_dsink_sums(p.heads) : nullptr;
+  OracleResult r = oracle_dense(p, sums.get());
+  add_dsink(p, {&p}, sums.get(), r);
   return r;
 }
 

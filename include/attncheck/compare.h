@@ -90,7 +90,10 @@ const char* array_name(ArrayKind kind);
 
 /// The shape of the kind's array for p: out [b][h][tq][dv], weights
 /// [b][h][tq][tk], lse [b][h][tq], dq [b][h][tq][dk], dk [b][kv_h][tk][dk],
-/// dv [b][kv_h][tk][dv].
+/// dv [b][kv_h][tk][dv]. Version 2 (SPEC 1.1): with packed queries out
+/// [total_q][h][dv], lse [h][total_q], dq [total_q][h][dk] and no weights
+/// ({0}); with packed keys dk [total_k][kv_h][dk], dv [total_k][kv_h][dv];
+/// paged problems keep the dense shapes (tq, tk the longest sequence).
 std::vector<int64_t> array_shape(ArrayKind kind, const Problem& p);
 
 /// The number of elements of the kind's array for p.
@@ -151,7 +154,8 @@ using RowFilter = std::function<bool(int64_t b, int64_t h, int64_t i)>;
 /// Adds the kind's array of p to `c`, named "NAME (what)" (or "NAME" for an
 /// empty `what`), with the kind's shape for the printed index. `rows`, when
 /// given, restricts the comparison to the selected rows of a kind laid out
-/// [b][h][tq][...] (out, weights, lse, dq).
+/// [b][h][tq][...] (out, weights, lse, dq), or packed like q (out, lse, dq
+/// of a problem with packed queries).
 void compare_array(Comparison& c, ArrayKind kind, const Problem& p,
                    const std::vector<double>& expected, const std::vector<double>& got,
                    const std::vector<double>& tol, CompareMode mode, std::string_view what = {},

@@ -19,13 +19,41 @@ namespace attncheck {
 /// A reported value whose correct rounding could not be decided: it is
 /// still the nearest double to a high-precision value, but not proven.
 struct UncertifiedValue {
-  std::string array;           ///< "out", "weights", "lse", "dq", "dk", "dv"
-  std::vector<int64_t> index;  ///< its multi-index in that array
+  std::string array;           ///< "out", "weights", "lse", "dq", "dk", "dv", "dsink"
+  /// Its logical multi-index: (b, h, i, c), (b, h, i, j), (b, h, i),
+  /// (b, g, j, c), or (h) for dsink; b is p's sequence for varlen problems.
+  std::vector<int64_t> index;
 };
 
 /// The oracle's answer for one problem, every array contiguous. Besides the
 /// results it keeps the per-element and per-row quantities the tolerance of
 /// SPEC section 4 is computed from.
+///
+/// Version 2 (SPEC 1.1):
+///  - Sinks: Z_i = exp(sink_h) + sum_allowed exp(s_ij), a_ij = exp(s_ij) /
+///    Z_i, lse = log Z_i. A row without an allowed key is then not empty:
+///    o = 0, its weights 0, lse = sink_h exactly, row_max = sink_h,
+///    row_sum = 1, row_allowed = 0, row_empty = 0, not in empty_rows.
+///    row_max and row_sum count the sink as a key (m = max over the scores
+///    and the sink).
+///  - Descales: every value is of the LOGICAL problem, inputs stored *
+///    descale (q_descale, k_descale, v_descale), folded exactly: scores
+///    (scale qd kd) q . k, o = vd sum_j a_j v_j; abs_dot is |scale qd kd|
+///    sum |q k| of the stored values. The gradients are with respect to the
+///    logical inputs (dQ = scale kd sum_j dS_j k_j, dK = scale qd sum_i dS_ij
+///    q_i, dV = sum_i a_ij dO_i, dA = vd dO . v): a caller that wants the
+///    gradient of a stored input multiplies by its descale.
+///  - Varlen (p.varlen()): each sequence is solved as sequence_problem(p, b)
+///    (sequences without queries skipped) and the result is assembled in
+///    p's layout: out [total_q][heads][dv] and lse [heads][total_q] with
+///    packed queries (out_index / row_index), [b][h][tq][..] otherwise;
+///    the row diagnostics (row_max, row_sum, row_allowed, row_empty) like
+///    lse; weights, scores and abs_dot only without packed queries, [b][h]
+///    [tq][tk] with 0 past each sequence's keys; dq packed like q
+///    ([total_q][heads][dk] or [b][h][tq][dk]), dk / dv packed like k
+///    ([total_k][kv_heads][d] or [b][kv_h][tk][d]); empty_rows and
+///    uncertified indices as (b, ...) of p. `sequences` keeps each
+///    sequence's own dense result (empty for tq_b = 0), for the tolerances.
 struct OracleResult {
   std::vector<double> out;      ///< [b][h][tq][dv]; 0 on empty rows
   std::vector<double> weights;  ///< [b][h][tq][tk]; exactly 0 where disallowed
@@ -42,6 +70,15 @@ struct OracleResult {
   std::vector<double> dq;  ///< [b][h][tq][dk]
   std::vector<double> dk;  ///< [b][kv_h][tk][dk]
   std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+  /// [heads]: d loss / d sink_h = sum over all rows (every batch entry or
+  /// sequence) of dS_sink = -a_sink sum_j a_j dA_j, correctly rounded
+  /// (the sum is taken exactly, then rounded once) or listed in
+  /// uncertified as ("dsink", {h}). Empty without a sink or without dout.
+  std::vector<double> dsink;
+  /// Varlen problems only: sequence b's dense result (oracle of
+  /// sequence_problem(p, b), dsink aside), empty for a sequence without
+  /// queries. Empty for dense problems.
+  std::vector<OracleResult> sequences;
   /// Values not proven correctly rounded (never guessed silently).
   std::vector<UncertifiedValue> uncertified;
 
@@ -74,7 +111,9 @@ OracleResult oracle(const Problem& p);
 
 /// Why enclose() does not take p, or nullopt: it covers version 1 forward
 /// problems without a softcap (the tanh would need its own bounded
-/// implementation) and without gradients.
+/// implementation) and without gradients, with sinks, descales and any
+/// input formats (SPEC 1.1); varlen (packed or paged) problems are reported
+/// unsupported: the certified oracle() serves them.
 std::optional<std::string> enclosure_unsupported(const Problem& p);
 
 /// SPEC 4's double tier for real sizes: out, weights and lse as intervals

@@ -16,6 +16,10 @@ struct Tolerances {
   std::vector<double> out;      ///< [b][h][tq][dv]
   std::vector<double> weights;  ///< [b][h][tq][tk]
   std::vector<double> lse;      ///< [b][h][tq]
+  /// Like lse: the tolerance of the sink's weight a_sink = exp(sink_h -
+  /// lse) of each row (never an output; the backward's dsink bound uses
+  /// it). Empty without a sink, and for varlen problems.
+  std::vector<double> sink_weight;
   /// 1 where a row is beyond the first-order analysis (sum a_j D_j, eps or
   /// gamma_n above kFirstOrderLimit, or a score that may overflow the s_cast
   /// format): its elements must not be judged.
@@ -36,7 +40,12 @@ inline constexpr double kSecondOrderFactor = 1.25;
 static_assert(1 / ((1 - kFirstOrderLimit) * (1 - kFirstOrderLimit)) < kSecondOrderFactor);
 
 /// The tolerance of every output, weight and lse element of `p` for an
-/// implementation with traits `t` producing outputs in `p.dtype`.
+/// implementation with traits `t` producing outputs in `p.dtype`, laid out
+/// like `o` = oracle(p). Version 2 problems (SPEC 1.1) too: sinks,
+/// descales, fp8 formats, and varlen problems, judged sequence by sequence
+/// from o.sequences and assembled in p's layout (packed out / lse, no
+/// weights with packed queries). Throws std::invalid_argument for a varlen
+/// p whose `o` lacks the per-sequence results.
 Tolerances tolerances(const Problem& p, const OracleResult& o,
                       const PrecisionTraits& t);
 
@@ -54,6 +63,9 @@ struct GradTolerances {
   std::vector<double> dq;  ///< [b][h][tq][dk]
   std::vector<double> dk;  ///< [b][kv_h][tk][dk]
   std::vector<double> dv;  ///< [b][kv_h][tk][dv]
+  /// [heads]: the tolerance of dsink (empty without a sink); +infinity
+  /// (not judged) for a head with a row beyond the first-order analysis.
+  std::vector<double> dsink;
   /// 1 per row [b][h][tq] beyond the first-order analysis (the forward's
   /// conditions, or the gamma of a gradient sum above kFirstOrderLimit):
   /// neither its dQ nor the dK / dV of its K/V head may be judged.
@@ -63,7 +75,9 @@ struct GradTolerances {
 
 /// The tolerance of every dQ, dK and dV element of `p` for p.dout, for an
 /// implementation with traits `t` producing gradients in `p.dtype`. `o` is
-/// the oracle's result for `p`, gradients included. Throws
+/// the oracle's result for `p`, gradients included. Gradients are of the
+/// logical inputs (oracle.h); varlen problems are laid out like the
+/// oracle's (dq packed like q, dk / dv like k), dsink [heads]. Throws
 /// std::invalid_argument when `p` has no dout of the right size or `o` has
 /// no gradients.
 GradTolerances grad_tolerances(const Problem& p, const OracleResult& o,

@@ -72,6 +72,51 @@ TEST(Enclosure, ContainsTheCertifiedValueOnGeneratedProblems) {
   EXPECT_GT(problems, 500);
 }
 
+TEST(Enclosure, ContainsTheCertifiedValueWithSinksDescalesAndFp8Inputs) {
+  // E4M3 stored values (at most four significant bits), descales that are
+  // not doubles' exact factors, sinks above, among and below the scores,
+  // and (causal, bottom-right with tq > tk) sink-only rows.
+  static const double kValues[] = {0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 0.375, 3, 448};
+  std::mt19937 rng(20261130);
+  int problems = 0, tight = 0, elements = 0;
+  for (int k = 0; k < 60; ++k) {
+    const int64_t tq = 1 + static_cast<int64_t>(rng() % 9), tk = 1 + static_cast<int64_t>(rng() % 9);
+    Problem p = Problem::zeros(DType::f32, 2, 2, 1, tq, tk, 4, 3);
+    p.q_dtype = p.kv_dtype = DType::e4m3;
+    for (auto* t : {&p.q.data, &p.k.data, &p.v.data})
+      for (double& x : *t) x = (rng() % 2 ? -1 : 1) * kValues[rng() % (k % 3 == 0 ? 12 : 10)];
+    p.sink = {static_cast<double>(static_cast<int>(rng() % 17) - 8) / 2, -30};
+    if (k % 4 != 3) p.descale = Descales{0.1, k % 2 ? 3.0 : 0.015625, 0.7};
+    p.causal = k % 3 == 1;
+    p.align = Align::bottom_right;
+    p.validate();
+    const OracleResult o = oracle(p);
+    if (!o.uncertified.empty()) continue;
+    const OracleResult e = enclose(p);
+    expect_contains(e, o, fmt::format("v2 problem {}", k));
+    // Tight against the values' scale (|o| may cancel): max |v| vd <= 2 * 0.7.
+    for (size_t x = 0; x < e.out.size(); ++x) tight += e.out_radius[x] <= 1e-12 ? 1 : 0;
+    elements += static_cast<int>(e.out.size());
+    // Sink-only rows are exact.
+    for (size_t row = 0; row < o.lse.size(); ++row) {
+      if (o.row_allowed[row] != 0) continue;
+      EXPECT_EQ(e.lse[row], o.lse[row]);
+      EXPECT_EQ(e.lse_radius[row], 0.0);
+    }
+    ++problems;
+  }
+  EXPECT_GT(problems, 50);
+  // Most radii are double-sized, not infinite fallbacks (a third of the
+  // problems hold E4M3's largest values, 3 and 448, whose scores are beyond
+  // the enclosure's first-order range: those rows fall back).
+  EXPECT_GT(tight, elements / 2);
+  // Varlen problems stay with the certified oracle.
+  Problem packed = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 1, 1);
+  packed.packed = PackedSeqs{{0, 1}, {}};
+  packed.q.strides = {0, 1, 1, 1};
+  EXPECT_TRUE(enclosure_unsupported(packed).has_value());
+}
+
 TEST(Enclosure, ContainsTheCertifiedValueAtRealSizeShapes) {
   // The fixed shapes, fitted to a cap the certified oracle affords.
   gen::GenSpec spec;
