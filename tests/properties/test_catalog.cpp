@@ -13,7 +13,6 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "tests/impls/size_dependent_twins.h"
-#include "tests/impls/v2_twins.h"
 
 namespace attncheck {
 namespace {
@@ -36,12 +35,10 @@ TEST(BrokenCatalog, EveryBugIsCaughtWithASmallCounterexample) {
     if (info.kind != Kind::broken) continue;
     // Caught only with real sizes (issue 15): test_broken_at_size.
     if (test_support::caught_only_at_real_size(info.name)) continue;
-    // Caught on version 2 problems (v2_twins.h): test_v2_impls.
-    if (test_support::is_v2_twin(info.name)) continue;
     const PropertyDef* prop = find_property(info.caught_by);
     ASSERT_NE(prop, nullptr) << info.name << ": unknown property " << info.caught_by;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-      if (!info.supports(d)) continue;
+      if (!info.supports_output(d)) continue;
       ++total;
       const auto start = std::chrono::steady_clock::now();
       const PropertyOutcome o = run_property(*prop, *impl, d, config);

@@ -11,7 +11,6 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "tests/impls/size_dependent_twins.h"
-#include "tests/impls/v2_twins.h"
 
 namespace attncheck {
 namespace {
@@ -40,7 +39,7 @@ std::vector<Case> correct_cases() {
   for (const auto& impl : registered_impls()) {
     if (impl->info().kind == Kind::broken) continue;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-      if (!impl->info().supports(d)) continue;
+      if (!impl->info().supports_output(d)) continue;
       for (const PropertyDef& p : property_catalog()) cases.push_back({impl->info().name, p.name, d});
     }
   }
@@ -52,10 +51,8 @@ std::vector<Case> broken_cases() {
   for (const auto& impl : registered_impls()) {
     const ImplInfo& info = impl->info();
     if (info.kind != Kind::broken) continue;
-    // Caught on version 2 problems (v2_twins.h): test_v2_impls.
-    if (test_support::is_v2_twin(info.name)) continue;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16})
-      if (info.supports(d)) cases.push_back({info.name, info.caught_by, d});
+      if (info.supports_output(d)) cases.push_back({info.name, info.caught_by, d});
   }
   return cases;
 }
