@@ -190,10 +190,7 @@ void print_declaration(const ImplInfo& i) {
   std::vector<std::string> dtypes, combos;
   for (DType d : kAllDTypes)
     if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
-  for (const DTypeCombo& c : i.combos) {
-    combos.push_back(fmt::format("q {} k/v {} out {}", dtype_name(c.q), dtype_name(c.kv),
-                                 dtype_name(c.out)));
-  }
+  for (const DTypeCombo& c : i.combos) combos.push_back(combo_name(c));
   const PrecisionTraits& p = i.precision;
   const Limits& l = i.limits;
   fmt::print("{}\n", printable(i.name));
@@ -203,7 +200,8 @@ void print_declaration(const ImplInfo& i) {
   if (!i.caught_by.empty()) fmt::print("  caught by:     {}\n", printable(i.caught_by));
   fmt::print("  dtypes:        {}\n", or_none(dtypes));
   fmt::print("  combos:        {}\n",
-             combos.empty() ? std::string("q = k/v = out, for each dtype") : fmt::format("{}", fmt::join(combos, "; ")));
+             combos.empty() ? std::string("q = k/v = out, for each dtype")
+                            : fmt::format("{}", fmt::join(combos, " ")));
   fmt::print("  features:      {} (0x{:x})\n", or_none(feature_names(i.features)), i.features);
   fmt::print("  empty rows:    {}\n", i.empty_rows == EmptyRowPolicy::zero ? "zero" : "error");
   fmt::print("  precision:     accum {}, p_cast {}, s_cast {}, exp_ulps {}, key_block {}\n",
@@ -217,6 +215,15 @@ void print_declaration(const ImplInfo& i) {
              "dk_multiple {}, dv_equals_dk {}\n",
              limit(l.max_tq), limit(l.max_tk), limit(l.max_batch_heads), limit(l.dk_min),
              limit(l.dk_max), limit(l.dk_multiple), l.dv_equals_dk ? "yes" : "no");
+}
+
+// --dtype's text as a combination (SPEC 5.2); InputError "--dtype: ...".
+DTypeCombo parse_combo_option(const std::string& text) {
+  try {
+    return parse_dtype_combo(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--dtype: {}", e.what()));
+  }
 }
 
 int describe_command(const std::string& name, const std::vector<std::string>& plugin_paths,
@@ -245,12 +252,22 @@ int list_command(const std::vector<std::string>& plugin_paths,
   fmt::print("implementations:\n");
   for (const auto& impl : impls) {
     const ImplInfo& i = impl->info();
-    std::vector<std::string> dtypes;
-    for (DType d : kAllDTypes)
-      if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
+    // Each combination in --dtype's spelling (SPEC 5.2): single names
+    // joined by commas as before, a mixed combination (itself holding
+    // commas) set apart by a space.
+    std::vector<std::string> combos;
+    bool mixed = false;
+    if (i.combos.empty()) {
+      for (DType d : kAllDTypes)
+        if (i.supports(d)) combos.emplace_back(dtype_name(d));
+    }
+    for (const DTypeCombo& c : i.combos) {
+      combos.push_back(combo_name(c));
+      mixed = mixed || !(c.q == c.out && c.kv == c.out);
+    }
     // Joined first: a width applied to fmt::join pads every element.
     fmt::print("  {:<34} {:<9} {:<9} {}\n", i.name, kind_name(i.kind),
-               fmt::format("{}", fmt::join(dtypes, ",")), i.description);
+               fmt::format("{}", fmt::join(combos, mixed ? " " : ",")), i.description);
   }
   fmt::print("properties:\n");
   for (const PropertyDef& p : property_catalog()) {
@@ -290,9 +307,9 @@ int replay_command(const ReplayOptions& opt) {
       opt.timeout_ms.value_or(f.meta.value("timeout_ms", kDefaultCallTimeoutMs));
   if (opt.timeout_ms || f.meta.contains("timeout_ms")) config.timeout_ms = timeout_ms;
   // The case is the fixture's: a --dtype naming another is a mistake.
-  if (!opt.dtype.empty() && parse_dtype(opt.dtype) != f.problem.dtype) {
+  if (!opt.dtype.empty() && parse_combo_option(opt.dtype) != combo_of(f.problem)) {
     throw InputError(fmt::format("--dtype: the fixture's problem is {}, not {}",
-                                 dtype_name(f.problem.dtype), opt.dtype));
+                                 combo_name(combo_of(f.problem)), opt.dtype));
   }
   const bool no_isolation = opt.no_isolation;
   const ImplList plugins = load_plugins_for(opt.plugins, opt.python, no_isolation, timeout_ms);
@@ -362,7 +379,15 @@ int check_command(const CheckOptions& opt) {
     if (!p) throw InputError(fmt::format("--property: unknown property '{}' (see attncheck list)", name));
     config.properties.push_back(p);
   }
-  if (!opt.dtype.empty()) config.dtype = parse_dtype(opt.dtype);
+  if (!opt.dtype.empty()) {
+    // A single format selects that dtype as before; a mixed combination
+    // runs in its output's dtype with the combination carried to the
+    // properties (RunConfig::combo), which skip implementations that do not
+    // declare it.
+    const DTypeCombo combo = parse_combo_option(opt.dtype);
+    config.dtype = combo.out;
+    if (!(combo.q == combo.out && combo.kv == combo.out)) config.run.combo = combo;
+  }
   TextReporter text(std::cout);
   std::vector<Reporter*> reporters{&text};
   // Checked writable here, before any work.
@@ -441,7 +466,10 @@ int run_cli(int argc, char** argv) {
       ->check(kNonEmpty);
   check->add_option("--property", opt.properties, "property to run (repeatable; default: all)")
       ->check(kNonEmpty);
-  check->add_option("--dtype", opt.dtype, "only this dtype: f64, f32, bf16, f16")->check(kNonEmpty);
+  check->add_option("--dtype", opt.dtype,
+                    "only this dtype: f64, f32, bf16, f16 (q = k/v = out), or a combination "
+                    "q=F,kv=F,out=F such as q=bf16,kv=e4m3,out=bf16")
+      ->check(kNonEmpty);
   check->add_option("--cases", opt.cases,
                     fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
       ->check(CLI::Range(1, kMaxCases));
@@ -491,7 +519,8 @@ int run_cli(int argc, char** argv) {
   replay->add_option("--cases", ropt.cases,
                      fmt::format("as for check, 1 to {} (default: the fixture's)", kMaxCases))
       ->check(CLI::Range(1, kMaxCases));
-  replay->add_option("--dtype", ropt.dtype, "must be the fixture's dtype")->check(kNonEmpty);
+  replay->add_option("--dtype", ropt.dtype, "must be the fixture's dtype (or combination)")
+      ->check(kNonEmpty);
 
   std::string merge_out;
   std::vector<std::string> merge_in;

@@ -54,6 +54,14 @@ DType parse_dtype(std::string_view name) {
                    "' (expected f64, f32, bf16 or f16)");
 }
 
+DType parse_format(std::string_view name) {
+  for (DType d : kAllFormats) {
+    if (dtype_name(d) == name) return d;
+  }
+  throw InputError("unknown format '" + std::string(name) +
+                   "' (expected f64, f32, bf16, f16, e4m3 or e5m2)");
+}
+
 double unit_roundoff(DType d) { return std::ldexp(1.0, -format(d).precision); }
 
 double underflow_unit(DType d, bool flush_to_zero) {

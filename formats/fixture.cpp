@@ -299,6 +299,18 @@ json tensor_to_json(const Tensor& t, int64_t d0, int64_t d1, int64_t d2,
   return a;
 }
 
+// A packed tensor's [rows][heads][d] values (SPEC 1.1: element (row, h, d)
+// at h * strides[1] + row * strides[2] + d * strides[3]).
+json packed_to_json(const Tensor& t, int64_t rows, int64_t heads, int64_t d) {
+  json a = json::array();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < d; ++c)
+        a.push_back(number_to_json(t.data[static_cast<size_t>(
+            h * t.strides[1] + r * t.strides[2] + c * t.strides[3])]));
+  return a;
+}
+
 json numbers_to_json(const std::vector<double>& xs) {
   json a = json::array();
   for (double x : xs) a.push_back(number_to_json(x));
@@ -340,7 +352,7 @@ std::string as_field_message(std::string_view message) {
   const std::string_view name = message.substr(0, colon);
   const bool identifier =
       colon != std::string_view::npos && !name.empty() &&
-      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") ==
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_.") ==
           std::string_view::npos;
   if (!identifier) return std::string(message);
   return fmt::format("field '{}': {}", name, message.substr(colon + 2));
@@ -348,11 +360,17 @@ std::string as_field_message(std::string_view message) {
 
 // The order fields are written in: the order SPEC section 5.3 lists them,
 // so that a saved file reads like the specification. Others follow sorted.
-constexpr std::array<std::string_view, 27> kFieldOrder{
-    "format", "dtype",  "batch",   "heads",  "kv_heads", "tq",        "tk",
-    "dk",     "dv",     "q",       "k",      "v",        "key_valid", "mask",
-    "bias",   "causal", "align",   "window", "scale",    "softcap",   "dout",
-    "shape",  "data",   "problem", "args",   "expected", "meta"};
+// The version 2 fields follow the version 1 ones, as SPEC 5.3 lists them
+// (a version 1 file has none of them, and reads as before).
+constexpr std::array<std::string_view, 39> kFieldOrder{
+    "format",       "dtype",        "batch",     "heads",     "kv_heads",
+    "tq",           "tk",           "dk",        "dv",        "q",
+    "k",            "v",            "key_valid", "mask",      "bias",
+    "causal",       "align",        "window",    "scale",     "softcap",
+    "dout",         "q_dtype",      "kv_dtype",  "descale",   "sink",
+    "cu_seqlens_q", "cu_seqlens_k", "paged",     "page_size", "num_pages",
+    "block_table_stride", "block_table", "seqlens_k", "shape", "data",
+    "problem",      "args",         "expected",  "meta"};
 
 size_t field_rank(std::string_view key) {
   for (size_t i = 0; i < kFieldOrder.size(); ++i)
@@ -404,6 +422,95 @@ void write_pretty(std::string& out, const json& j, int indent) {
   out += j.dump();
 }
 
+// cu_seqlens_q / cu_seqlens_k (SPEC 1.1): batch + 1 offsets from 0, never
+// decreasing, the longest sequence `dim` (tq or tk) long. Checked here, not
+// only by Problem::validate: the tensors' sizes are read from them.
+std::vector<int64_t> read_cu_seqlens(const Reader& r, std::string_view name, const json& v,
+                                     int64_t batch, std::string_view dim, int64_t longest) {
+  const json& a = r.array(name, v, batch + 1, "integers (batch + 1 offsets)");
+  std::vector<int64_t> cu;
+  cu.reserve(a.size());
+  for (const json& x : a) cu.push_back(r.integer(name, x));
+  if (cu[0] != 0) r.field_error(name, fmt::format("must start at 0, got {}", cu[0]));
+  int64_t most = 0;
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    if (cu[b + 1] < cu[b]) {
+      r.field_error(name, fmt::format("offsets must not decrease: element {} is {}, after {}",
+                                      b + 1, cu[b + 1], cu[b]));
+    }
+    most = std::max(most, cu[b + 1] - cu[b]);
+  }
+  if (most != longest) {
+    r.field_error(name, fmt::format("the longest sequence has {}, but {} is {} (the longest)",
+                                    most, dim, longest));
+  }
+  return cu;
+}
+
+// "paged": {"page_size", "num_pages", "block_table_stride", "block_table",
+// "seqlens_k"} (SPEC 5.3). block_table is flat [batch][block_table_stride];
+// without block_table_stride its length over batch is the stride. Entries
+// past a sequence's keys are never read and may hold anything.
+PagedKv read_paged(Reader& r, const json& v, int64_t batch, int64_t tk) {
+  Reader in(v, fmt::format("{}: field 'paged'", r.where()));
+  PagedKv pg;
+  pg.page_size = in.dimension("page_size");
+  pg.num_pages = in.dimension("num_pages");
+  const json& lengths = in.array("seqlens_k", in.required("seqlens_k"), batch, "integers");
+  int64_t most = 0;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const int64_t n = in.integer("seqlens_k", lengths[b]);
+    if (n < 0) in.field_error("seqlens_k", fmt::format("element {}: {} is negative", b, n));
+    pg.seqlens_k.push_back(n);
+    most = std::max(most, n);
+  }
+  if (most != tk) {
+    in.field_error("seqlens_k",
+                   fmt::format("the longest sequence has {} keys, but tk is {}", most, tk));
+  }
+  const json& table = in.required("block_table");
+  if (!table.is_array()) {
+    in.field_error("block_table",
+                   fmt::format("expected an array of integers, got {}", type_name(table)));
+  }
+  if (const json* stride = in.optional("block_table_stride")) {
+    pg.block_table_stride = in.integer("block_table_stride", *stride);
+    if (pg.block_table_stride < 1) {
+      in.field_error("block_table_stride",
+                     fmt::format("must be >= 1, got {}", pg.block_table_stride));
+    }
+  } else if (table.size() % static_cast<size_t>(batch) != 0) {
+    in.field_error("block_table", fmt::format("{} entries are not batch = {} rows (and no "
+                                              "block_table_stride is given)",
+                                              table.size(), batch));
+  } else {
+    pg.block_table_stride = static_cast<int64_t>(table.size()) / batch;
+  }
+  const int64_t needed = (tk + pg.page_size - 1) / pg.page_size;
+  if (pg.block_table_stride < needed) {
+    in.field_error("block_table_stride",
+                   fmt::format("{} pages per sequence hold fewer than tk = {} keys need ({})",
+                               pg.block_table_stride, tk, needed));
+  }
+  in.array("block_table", table, element_count(in, "block_table", {batch, pg.block_table_stride}),
+           "integers ([batch][block_table_stride])");
+  for (size_t idx = 0; idx < table.size(); ++idx) {
+    pg.block_table.push_back(in.integer("block_table", table[idx]));
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s * pg.page_size < pg.seqlens_k[static_cast<size_t>(b)]; ++s) {
+      const int64_t page = pg.block_table[static_cast<size_t>(b * pg.block_table_stride + s)];
+      if (page < 0 || page >= pg.num_pages) {
+        in.field_error("block_table",
+                       fmt::format("sequence {} page {} is {}, outside [0, num_pages = {})", b, s,
+                                   page, pg.num_pages));
+      }
+    }
+  }
+  in.reject_unknown_fields();
+  return pg;
+}
+
 }  // namespace
 
 json number_to_json(double x) {
@@ -438,9 +545,23 @@ json problem_to_json(const Problem& p) {
   j["tk"] = p.tk;
   j["dk"] = p.dk;
   j["dv"] = p.dv;
-  j["q"] = tensor_to_json(p.q, p.batch, p.heads, p.tq, p.dk);
-  j["k"] = tensor_to_json(p.k, p.batch, p.kv_heads, p.tk, p.dk);
-  j["v"] = tensor_to_json(p.v, p.batch, p.kv_heads, p.tk, p.dv);
+  // Packed and paged tensors in their own layouts (SPEC 5.3): packed
+  // [total rows][heads][d], paged [num_pages][kv_heads][page_size][d].
+  if (p.packed_q()) {
+    j["q"] = packed_to_json(p.q, p.total_q(), p.heads, p.dk);
+  } else {
+    j["q"] = tensor_to_json(p.q, p.batch, p.heads, p.tq, p.dk);
+  }
+  if (p.paged) {
+    j["k"] = tensor_to_json(p.k, p.paged->num_pages, p.kv_heads, p.paged->page_size, p.dk);
+    j["v"] = tensor_to_json(p.v, p.paged->num_pages, p.kv_heads, p.paged->page_size, p.dv);
+  } else if (p.packed_k()) {
+    j["k"] = packed_to_json(p.k, p.packed->cu_seqlens_k.back(), p.kv_heads, p.dk);
+    j["v"] = packed_to_json(p.v, p.packed->cu_seqlens_k.back(), p.kv_heads, p.dv);
+  } else {
+    j["k"] = tensor_to_json(p.k, p.batch, p.kv_heads, p.tk, p.dk);
+    j["v"] = tensor_to_json(p.v, p.batch, p.kv_heads, p.tk, p.dv);
+  }
   j["key_valid"] = p.key_valid.empty() ? json(nullptr) : json(p.key_valid);
   j["mask"] =
       p.mask ? broadcast_to_json(*p.mask, p, [](uint8_t x) { return json(x); })
@@ -453,6 +574,25 @@ json problem_to_json(const Problem& p) {
   j["scale"] = number_to_json(p.scale);
   j["softcap"] = number_to_json(p.softcap);
   j["dout"] = p.dout.empty() ? json(nullptr) : numbers_to_json(p.dout);
+  // Version 2 fields (SPEC 5.3) only when present: a version 1 problem's
+  // file is what it always was.
+  if (p.q_dtype) j["q_dtype"] = std::string(dtype_name(*p.q_dtype));
+  if (p.kv_dtype) j["kv_dtype"] = std::string(dtype_name(*p.kv_dtype));
+  if (p.descale) {
+    j["descale"] = {{"q", number_to_json(p.descale->q)},
+                    {"k", number_to_json(p.descale->k)},
+                    {"v", number_to_json(p.descale->v)}};
+  }
+  if (!p.sink.empty()) j["sink"] = numbers_to_json(p.sink);
+  if (p.packed_q()) j["cu_seqlens_q"] = p.packed->cu_seqlens_q;
+  if (p.packed_k()) j["cu_seqlens_k"] = p.packed->cu_seqlens_k;
+  if (p.paged) {
+    j["paged"] = {{"page_size", p.paged->page_size},
+                  {"num_pages", p.paged->num_pages},
+                  {"block_table_stride", p.paged->block_table_stride},
+                  {"block_table", p.paged->block_table},
+                  {"seqlens_k", p.paged->seqlens_k}};
+  }
   return j;
 }
 
@@ -465,12 +605,31 @@ Problem problem_from_json(const json& j, const std::string& where) {
     try {
       p.dtype = parse_dtype(name);
     } catch (const std::exception&) {
+      const bool fp8 = name == "e4m3" || name == "e5m2";
       r.field_error("dtype",
-                    fmt::format("unknown dtype \"{}\" (expected f64, f32, "
-                                "bf16 or f16)",
-                                name));
+                    fp8 ? fmt::format("{} is an input format only (dtype is the output's: "
+                                      "f64, f32, bf16 or f16; inputs take q_dtype and kv_dtype)",
+                                      name)
+                        : fmt::format("unknown dtype \"{}\" (expected f64, f32, "
+                                      "bf16 or f16)",
+                                      name));
     }
   }
+  // Version 2 (SPEC 1.1): the inputs' formats, when not the output's.
+  const auto input_format = [&](std::string_view field) -> std::optional<DType> {
+    const json* v = r.optional(field);
+    if (v == nullptr) return std::nullopt;
+    const std::string name = r.string(field, *v);
+    try {
+      return parse_format(name);
+    } catch (const std::exception&) {
+      r.field_error(field, fmt::format("unknown format \"{}\" (expected f64, f32, bf16, "
+                                       "f16, e4m3 or e5m2)",
+                                       name));
+    }
+  };
+  p.q_dtype = input_format("q_dtype");
+  p.kv_dtype = input_format("kv_dtype");
   p.batch = r.dimension("batch");
   p.heads = r.dimension("heads");
   p.kv_heads = r.optional("kv_heads") ? r.dimension("kv_heads") : p.heads;
@@ -493,17 +652,65 @@ Problem problem_from_json(const json& j, const std::string& where) {
                                     power_of_two(limits::kScores)));
   }
 
-  auto tensor = [&](std::string_view name, int64_t h, int64_t t, int64_t d) {
+  // Version 2 sequences (SPEC 1.1), read before the tensors whose layout
+  // they decide: packed queries and keys, paged keys.
+  {
+    PackedSeqs packed;
+    if (const json* v = r.optional("cu_seqlens_q")) {
+      packed.cu_seqlens_q = read_cu_seqlens(r, "cu_seqlens_q", *v, p.batch, "tq", p.tq);
+    }
+    if (const json* v = r.optional("cu_seqlens_k")) {
+      packed.cu_seqlens_k = read_cu_seqlens(r, "cu_seqlens_k", *v, p.batch, "tk", p.tk);
+    }
+    if (!packed.cu_seqlens_q.empty() || !packed.cu_seqlens_k.empty()) p.packed = std::move(packed);
+  }
+  if (const json* v = r.optional("paged")) {
+    if (p.packed_k()) {
+      r.field_error("paged", "keys are paged or packed (cu_seqlens_k), not both (SPEC 1.1)");
+    }
+    p.paged = read_paged(r, *v, p.batch, p.tk);
+  }
+
+  const DType q_format = p.q_dtype.value_or(p.dtype);
+  const DType kv_format = p.kv_dtype.value_or(p.dtype);
+  // Dense [batch][heads][t][d], packed [rows][heads][d] (strides {0, d,
+  // heads * d, 1}) or paged [num_pages][kv_heads][page_size][d].
+  const auto dense = [&](std::string_view name, int64_t h, int64_t t, int64_t d, DType format) {
     Tensor out;
-    out.data =
-        r.numbers(name, r.required(name),
-                  element_count(r, name, {p.batch, h, t, d}), p.dtype, false);
+    out.data = r.numbers(name, r.required(name), element_count(r, name, {p.batch, h, t, d}),
+                         format, false);
     out.strides = contiguous_strides(p.batch, h, t, d);
     return out;
   };
-  p.q = tensor("q", p.heads, p.tq, p.dk);
-  p.k = tensor("k", p.kv_heads, p.tk, p.dk);
-  p.v = tensor("v", p.kv_heads, p.tk, p.dv);
+  const auto packed = [&](std::string_view name, int64_t rows, int64_t h, int64_t d,
+                          DType format) {
+    Tensor out;
+    out.data = r.numbers(name, r.required(name), element_count(r, name, {rows, h, d}), format,
+                         false);
+    out.strides = {0, d, h * d, 1};
+    return out;
+  };
+  const auto paged = [&](std::string_view name, int64_t d) {
+    Tensor out;
+    const int64_t pages = p.paged->num_pages, slots = p.paged->page_size;
+    out.data = r.numbers(name, r.required(name),
+                         element_count(r, name, {pages, p.kv_heads, slots, d}), kv_format, false);
+    out.strides = contiguous_strides(pages, p.kv_heads, slots, d);
+    return out;
+  };
+  p.q = p.packed_q() ? packed("q", p.total_q(), p.heads, p.dk, q_format)
+                     : dense("q", p.heads, p.tq, p.dk, q_format);
+  if (p.paged) {
+    p.k = paged("k", p.dk);
+    p.v = paged("v", p.dv);
+  } else if (p.packed_k()) {
+    const int64_t rows = p.packed->cu_seqlens_k.back();
+    p.k = packed("k", rows, p.kv_heads, p.dk, kv_format);
+    p.v = packed("v", rows, p.kv_heads, p.dv, kv_format);
+  } else {
+    p.k = dense("k", p.kv_heads, p.tk, p.dk, kv_format);
+    p.v = dense("v", p.kv_heads, p.tk, p.dv, kv_format);
+  }
 
   if (const json* v = r.optional("key_valid")) {
     p.key_valid = r.flags("key_valid", *v,
@@ -568,9 +775,39 @@ Problem problem_from_json(const json& j, const std::string& where) {
     }
   }
   if (const json* v = r.optional("dout")) {
+    // Packed like q when queries are packed: [total_q][heads][dv].
     p.dout = r.numbers("dout", *v,
-                       element_count(r, "dout", {p.batch, p.heads, p.tq, p.dv}),
+                       p.packed_q() ? element_count(r, "dout", {p.total_q(), p.heads, p.dv})
+                                    : element_count(r, "dout", {p.batch, p.heads, p.tq, p.dv}),
                        p.dtype, false);
+  }
+  if (const json* v = r.optional("descale")) {
+    Reader in(*v, fmt::format("{}: field 'descale'", where));
+    Descales d;
+    for (auto [name, value] : {std::pair<const char*, double*>{"q", &d.q}, {"k", &d.k}, {"v", &d.v}}) {
+      *value = number_from_json(in.required(name),
+                                fmt::format("{}: field 'descale': field '{}'", where, name));
+      if (!std::isfinite(*value) || *value <= 0) {
+        in.field_error(name, fmt::format("must be finite and > 0, got {}", *value));
+      }
+    }
+    in.reject_unknown_fields();
+    p.descale = d;
+  }
+  if (const json* v = r.optional("sink")) {
+    // A logit per head, any finite double (SPEC 1.1).
+    p.sink = r.numbers("sink", *v, p.heads, DType::f64, true);
+  }
+  // SPEC 1.1's table: packed and paged problems take none of these.
+  if (p.varlen()) {
+    for (const char* name : {"key_valid", "mask", "bias"}) {
+      const bool given = (name == std::string_view("key_valid") && !p.key_valid.empty()) ||
+                         (name == std::string_view("mask") && p.mask) ||
+                         (name == std::string_view("bias") && p.bias);
+      if (given) {
+        r.field_error(name, "a packed or paged problem takes none (SPEC 1.1)");
+      }
+    }
   }
   r.reject_unknown_fields();
 
@@ -785,6 +1022,8 @@ json oracle_to_json(const Problem& p, const OracleResult& r) {
     j["dq"] = numbers_to_json(r.dq);
     j["dk"] = numbers_to_json(r.dk);
     j["dv"] = numbers_to_json(r.dv);
+    // SPEC 1.1: d sink_h, summed over every sequence and query row.
+    if (!p.sink.empty()) j["dsink"] = numbers_to_json(r.dsink);
   }
   return j;
 }

@@ -65,7 +65,8 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
     }
     results.push_back({{"impl", o.impl},
                        {"kind", kind_name(o.kind)},
-                       {"dtype", dtype_name(o.dtype)},
+                       // SPEC 5.2's spelling: "bf16", or q=F,kv=F,out=F.
+                       {"dtype", combo_name(o.combo.value_or(DTypeCombo{o.dtype, o.dtype, o.dtype}))},
                        {"property", o.property},
                        {"status", status_name(o.status)},
                        {"cases", o.cases},

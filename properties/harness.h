@@ -44,6 +44,8 @@ class CaseContext {
   gen::GenSpec spec() const {
     gen::GenSpec s = gen::spec_for(info(), dtype_, config_.profile);
     s.size = size_;
+    // --dtype q=F,kv=F,out=F: every problem in that combination.
+    if (config_.combo) s.combos = {*config_.combo};
     return s;
   }
   /// Sets (or clears) the real-size shape problems are drawn at.

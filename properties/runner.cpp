@@ -300,7 +300,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       f.problem = p;
       f.args = ctx.failed_case->args;
       f.meta = {{"property", prop.name},      {"impl", impl.info().name},
-                {"dtype", dtype_name(dtype)}, {"seed", config.seed},
+                {"dtype", combo_name(combo_of(p))}, {"seed", config.seed},
                 {"reproduce", reproduce.rc_params}, {"attncheck", version()},
                 {"strict", config.strict},    {"profile", profile_name(config.profile)}};
       // What changes the cases or their judgement, so replay judges alike.
@@ -322,18 +322,20 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   // A plugin's implementations are found only with the plugin loaded.
   const std::string plugin =
       impl.info().origin.empty() ? "" : fmt::format(" --plugin {}", impl.info().origin);
+  // A mixed combination is spelled as --dtype took it (SPEC 5.2).
+  const std::string dtype_arg = config.combo ? combo_name(*config.combo) : std::string(dtype_name(dtype));
   if (reproduce.kind == Reproduce::Kind::whole_run) {
     // A real-size failure: the seed replays the whole run, size phase and
     // search included (RapidCheck's reproduce map covers small cases only).
     report << fmt::format("  reproduce: attncheck check{} --impl {} --property {} --dtype {} "
                           "--seed {}{}\n",
-                          plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
+                          plugin, impl.info().name, prop.name, dtype_arg, config.seed,
                           judgement_options(config));
   } else if (reproduce.kind == Reproduce::Kind::rc_params) {
     report << fmt::format(
         "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
         "--seed {}{}\n",
-        reproduce.rc_params, plugin, impl.info().name, prop.name, dtype_name(dtype), config.seed,
+        reproduce.rc_params, plugin, impl.info().name, prop.name, dtype_arg, config.seed,
         judgement_options(config));
   }
   if (out.fixture) {
@@ -537,6 +539,15 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
 
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config) {
+  if (config.combo && !impl.info().supports(*config.combo)) {
+    // A mixed combination (--dtype q=F,kv=F,out=F, SPEC 5.2) runs only where
+    // it is declared; the generator then draws every problem in it.
+    PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.combo = config.combo;
+    out.status = PropertyStatus::skipped;
+    out.message = fmt::format("the combination {} is not declared", combo_name(*config.combo));
+    return out;
+  }
   if (!impl.info().supports_output(dtype)) {
     PropertyOutcome out = blank_outcome(prop, impl, dtype);
     out.status = PropertyStatus::skipped;
@@ -550,9 +561,12 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
     return out;
   }
   try {
-    return prop.run(impl, dtype, config);
+    PropertyOutcome out = prop.run(impl, dtype, config);
+    out.combo = config.combo;
+    return out;
   } catch (const std::exception& e) {
     PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.combo = config.combo;
     out.status = PropertyStatus::failed;
     out.message = fmt::format("FAILED {} on {}: {}", prop.name, impl.info().name, e.what());
     return out;

@@ -12,8 +12,8 @@ namespace attncheck {
 
 /// Element format of q, k, v and out (values travel as doubles inside the
 /// harness and are always exactly representable in this format). e4m3 and
-/// e5m2 (ABI version 2) are input formats only, never an output's; nothing
-/// generates them yet and parse_dtype does not accept them.
+/// e5m2 (ABI version 2) are input formats only, never an output's:
+/// parse_dtype does not accept them, parse_format does (q_dtype, kv_dtype).
 enum class DType : uint32_t {
   f64 = ATTNCHECK_F64,
   f32 = ATTNCHECK_F32,
@@ -27,6 +27,13 @@ enum class DType : uint32_t {
 inline constexpr std::array<DType, 4> kAllDTypes = {DType::f64, DType::f32, DType::bf16,
                                                     DType::f16};
 
+/// Every format, outputs first then the fp8 input formats.
+inline constexpr std::array<DType, 6> kAllFormats = {DType::f64,  DType::f32,  DType::bf16,
+                                                     DType::f16,  DType::e4m3, DType::e5m2};
+
+/// Whether d may be an output's format (f64, f32, bf16, f16; not fp8).
+constexpr bool is_output_format(DType d) { return d != DType::e4m3 && d != DType::e5m2; }
+
 /// Bit (1u << dtype) of a dtype inside a dtype set.
 constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }
 
@@ -37,6 +44,10 @@ std::string_view dtype_name(DType d);
 /// formats are rejected until the harness generates them); throws
 /// InputError naming the text.
 DType parse_dtype(std::string_view name);
+
+/// Parses the name of any format, fp8 input formats included (f64, f32,
+/// bf16, f16, e4m3, e5m2); throws InputError naming the text.
+DType parse_format(std::string_view name);
 
 /// Unit roundoff u = 2^-p of the format (half an ulp of 1): 2^-53 for f64,
 /// 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16, 2^-4 for e4m3, 2^-3 for

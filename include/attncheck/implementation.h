@@ -66,6 +66,16 @@ struct DTypeCombo {
   friend bool operator==(const DTypeCombo&, const DTypeCombo&) = default;
 };
 
+/// Parses SPEC 5.2's spelling of a combination: one output format (f64,
+/// f32, bf16, f16: q = kv = out) or "q=F,kv=F,out=F" with every part once
+/// (any order), q and kv any format, out an output format. Throws
+/// InputError naming the text (core/combo.cpp).
+DTypeCombo parse_dtype_combo(std::string_view text);
+
+/// The spelling parse_dtype_combo reads: the single name when q = kv = out,
+/// else "q=F,kv=F,out=F".
+std::string combo_name(const DTypeCombo& c);
+
 /// Shape limits; 0 = no limit.
 struct Limits {
   int64_t max_tq = 0, max_tk = 0, max_batch_heads = 0;

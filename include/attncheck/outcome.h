@@ -30,7 +30,10 @@ struct PropertyOutcome {
   std::string property;
   std::string impl;
   Kind kind = Kind::reference;
-  DType dtype = DType::f64;
+  DType dtype = DType::f64;  ///< the output's format
+  /// A mixed combination of formats the run was asked for (--dtype
+  /// q=F,kv=F,out=F); nullopt = q = kv = out = dtype.
+  std::optional<DTypeCombo> combo;
   PropertyStatus status = PropertyStatus::not_run;
   int cases = 0;        ///< cases judged
   int discarded = 0;    ///< cases not judged (unsupported, ill-conditioned)

@@ -40,6 +40,9 @@ struct RunConfig {
   /// Run the real-size phase (SPEC 3) after the small problems pass; off
   /// with --no-real-sizes (carried to the reproduce line).
   bool real_sizes = true;
+  /// A mixed combination of formats (--dtype q=F,kv=F,out=F, SPEC 5.2) the
+  /// run is restricted to; nullopt = q = kv = out = the run's dtype.
+  std::optional<DTypeCombo> combo;
 };
 
 /// False when the environment variable ATTNCHECK_REAL_SIZES is "0": the

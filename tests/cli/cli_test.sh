@@ -60,6 +60,10 @@ contains out.txt "broken_mha_head_split  *broken  *f64,f32  " "list joins dtypes
 usage_error "unknown implementation" "unknown implementation 'nope'" -- check --impl nope
 usage_error "unknown property" "unknown property 'Nope'" -- check --property Nope
 usage_error "unknown dtype" "unknown dtype 'f8'" -- check --dtype f8
+# --dtype COMBO (SPEC 5.2): every part required, out an output format
+# (each misspelling's message: tests/core/test_dtype.cpp).
+usage_error "a combination without out" "--dtype: dtype combination 'q=bf16,kv=e4m3' is not q=F,kv=F,out=F: part 'out' is missing" -- check --dtype q=bf16,kv=e4m3
+usage_error "a combination with an fp8 output" "'q=bf16,kv=e4m3,out=e4m3' .*out is e4m3, an input format only" -- check --dtype q=bf16,kv=e4m3,out=e4m3
 usage_error "bad seed" "not a seed" -- check --seed -5
 usage_error "seed too large" "not a seed" -- check --seed 9007199254740992
 ATTNCHECK_SEED=abc usage_error "bad ATTNCHECK_SEED" "ATTNCHECK_SEED" -- check
@@ -108,6 +112,10 @@ ATTNCHECK_SEED=42 expect 0 "seed from the environment" -- check --impl loop_f64 
 contains out.txt "seed 42" "ATTNCHECK_SEED is used"
 expect 0 "a dtype the implementation lacks is skipped" -- check --impl loop_f64 --dtype f32
 contains out.txt "^skipped *loop_f64 *f32" "skipped with a reason"
+expect 0 "a uniform combination is its single dtype" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --dtype q=f64,kv=f64,out=f64
+contains out.txt "^passed *loop_f64 *f64 *RowSumsToOne" "q=f64,kv=f64,out=f64 runs as f64"
+expect 0 "a combination an implementation does not declare is skipped" -- check --impl loop_f64 --property RowSumsToOne --dtype q=bf16,kv=e4m3,out=bf16
+contains out.txt "^skipped *loop_f64 .*RowSumsToOne *the combination q=bf16,kv=e4m3,out=bf16 is not declared" "skipped naming the combination"
 
 expect 0 "replay of a regression fixture" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json"
 contains out.txt "^passed *loop_zero_f64" "the fixture names its implementation"
@@ -209,6 +217,7 @@ else
   expect 0 "replay --no-strict overrides the fixture" -- replay "$strict_fixture" --plugin "$strict_plugin" --no-strict
   expect 1 "replay --strict with the fixture's other flags" -- replay "$strict_fixture" --plugin "$strict_plugin" --strict --profile thorough --cases 3 --dtype f64 --timeout-ms 30000
   usage_error "replay --dtype other than the fixture's" "the fixture's problem is f64, not f32" -- replay "$strict_fixture" --plugin "$strict_plugin" --dtype f32
+  usage_error "replay --dtype of another combination" "the fixture's problem is f64, not q=e4m3,kv=f64,out=f64" -- replay "$strict_fixture" --plugin "$strict_plugin" --dtype q=e4m3,kv=f64,out=f64
   usage_error "replay --strict --no-strict" "excludes" -- replay "$strict_fixture" --strict --no-strict
   sed 's/"strict": true/"strict": false/' "$strict_fixture" >not-strict.json
   expect 0 "a fixture recorded without --strict replays without it" -- replay not-strict.json --plugin "$strict_plugin"
@@ -217,6 +226,14 @@ else
   usage_error "a fixture's meta.strict is type-checked" "meta.strict" -- replay bad-strict.json --plugin "$strict_plugin"
   expect 0 "replay of the counterexample on the fixed plugin" -- replay plugin-fails/example_c_bug_f64-f64-MatchesOracle.json --plugin "$example" --impl example_c_f64
   contains out.txt "^passed *example_c_f64" "the fixed plugin passes the saved case"
+
+  # Combinations of formats in --dtype's spelling (SPEC 5.2).
+  combos_plugin=$plugins/libplugin_mixed_combos.so
+  expect 0 "list shows a plugin's combinations" -- list --plugin "$combos_plugin"
+  contains out.txt "^  mixed_combos  *plugin  *bf16 q=bf16,kv=e4m3,out=bf16 " "list spells each combination"
+  contains out.txt "broken_mha_head_split  *broken  *f64,f32  " "list still joins single dtypes by commas"
+  expect 0 "a declared mixed combination is skipped until it is generated" -- check --plugin "$combos_plugin" --property RowSumsToOne --dtype q=bf16,kv=e4m3,out=bf16
+  contains out.txt "^skipped *mixed_combos .*the combination q=bf16,kv=e4m3,out=bf16 is declared" "the declared combination is recognised"
 
   usage_error "plugin file missing" "missing.so: no such file" -- check --plugin missing.so
   echo "not a shared object" >fake.so

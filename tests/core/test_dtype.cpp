@@ -5,8 +5,13 @@
 #include <cfloat>
 #include <cmath>
 
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include "attncheck/dtype.h"
 #include "attncheck/error.h"
+#include "attncheck/implementation.h"
 
 namespace attncheck {
 namespace {
@@ -60,6 +65,57 @@ TEST(DType, Fp8FormatsAreKnownButNotParsed) {
   // Input formats only, and not generated yet: --dtype rejects them.
   EXPECT_THROW(parse_dtype("e4m3"), InputError);
   EXPECT_THROW(parse_dtype("e5m2"), InputError);
+  // parse_format (q_dtype, kv_dtype) reads every format.
+  for (DType d : kAllFormats) EXPECT_EQ(parse_format(dtype_name(d)), d);
+  EXPECT_THROW(parse_format("fp8"), InputError);
+}
+
+// The message of parse_dtype_combo(text), or "" when it parses.
+std::string combo_error(std::string_view text) {
+  try {
+    parse_dtype_combo(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DTypeCombo, SingleNamesAndCombinationsReadAndPrint) {
+  for (DType d : kAllDTypes) {
+    const DTypeCombo c = parse_dtype_combo(dtype_name(d));
+    EXPECT_EQ(c, (DTypeCombo{d, d, d}));
+    EXPECT_EQ(combo_name(c), dtype_name(d));
+  }
+  const DTypeCombo mixed{DType::bf16, DType::e4m3, DType::bf16};
+  EXPECT_EQ(parse_dtype_combo("q=bf16,kv=e4m3,out=bf16"), mixed);
+  EXPECT_EQ(combo_name(mixed), "q=bf16,kv=e4m3,out=bf16");
+  // The parts in any order; the printed spelling is q, kv, out.
+  EXPECT_EQ(parse_dtype_combo("out=bf16,kv=e4m3,q=bf16"), mixed);
+  // Equal parts print as the single name, which reads back the same.
+  EXPECT_EQ(combo_name(parse_dtype_combo("q=f16,kv=f16,out=f16")), "f16");
+  const DTypeCombo fp8{DType::e5m2, DType::e4m3, DType::f32};
+  EXPECT_EQ(parse_dtype_combo(combo_name(fp8)), fp8);
+}
+
+TEST(DTypeCombo, BadSpellingsNameTheText) {
+  EXPECT_NE(combo_error("f8").find("unknown dtype 'f8'"), std::string::npos);
+  EXPECT_NE(combo_error("e4m3").find("input format only"), std::string::npos);
+  EXPECT_NE(combo_error("").find("unknown dtype ''"), std::string::npos);
+  const std::pair<const char*, const char*> cases[] = {
+      {"q=bf16,kv=e4m3", "part 'out' is missing"},
+      {"q=bf16,kv=e4m3,out=bf16,q=f32", "part 'q' appears twice"},
+      {"q=bf16,k=e4m3,out=bf16", "unknown part 'k'"},
+      {"q=bf16,kv=e4m3,out=e4m3", "out is e4m3, an input format only"},
+      {"q=bf8,kv=e4m3,out=bf16", "unknown format 'bf8' for q"},
+      {"q=bf16,kv,out=bf16", "part 'kv' has no '='"},
+      {"q=bf16,kv=e4m3,out=bf16,", "part '' has no '='"},
+      {"q=,kv=e4m3,out=bf16", "unknown format '' for q"},
+  };
+  for (const auto& [text, why] : cases) {
+    const std::string message = combo_error(text);
+    EXPECT_NE(message.find(std::string("'") + text + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(why), std::string::npos) << text << ": " << message;
+  }
 }
 
 }  // namespace

@@ -89,6 +89,17 @@ TEST_F(ReportTest, ReportJsonHoldsTheRunAndEveryResult) {
   EXPECT_EQ(f["counterexample"]["dtype"], "f32");
 }
 
+TEST_F(ReportTest, DTypeIsSpelledAsTheCombination) {
+  PropertyOutcome mixed = outcome("RowSumsToOne", PropertyStatus::skipped);
+  mixed.dtype = DType::bf16;
+  mixed.combo = DTypeCombo{DType::bf16, DType::e4m3, DType::bf16};
+  PropertyOutcome uniform = outcome("RowSumsToOne", PropertyStatus::passed);
+  uniform.dtype = DType::f16;
+  const json r = report_json({mixed, uniform}, 1, "ci");
+  EXPECT_EQ(r["results"][0]["dtype"], "q=bf16,kv=e4m3,out=bf16");
+  EXPECT_EQ(r["results"][1]["dtype"], "f16");
+}
+
 TEST_F(ReportTest, MergeJoinsTheResultsInOrder) {
   const std::string a = write("a.json", report_json({outcome("A", PropertyStatus::passed)}, 7, "ci"));
   const std::string b = write("b.json", report_json({outcome("B", PropertyStatus::failed),
