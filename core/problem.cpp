@@ -154,9 +154,11 @@ int64_t Problem::allowed_count(int64_t b, int64_t h, int64_t i) const {
 }
 
 bool Problem::has_empty_rows() const {
+  // SPEC 1.1: with a sink a row without keys is not empty (it holds the sink).
+  if (!sink.empty()) return false;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < tq; ++i)
+      for (int64_t i = 0; i < seq_tq(b); ++i)
         if (allowed_count(b, h, i) == 0) return true;
   return false;
 }

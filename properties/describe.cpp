@@ -47,6 +47,53 @@ std::string describe_problem(const Problem& p) {
     std::vector<int> kv(p.key_valid.begin(), p.key_valid.end());
     os << fmt::format("    key_valid [b][tk] = [{}]\n", fmt::join(kv, ", "));
   }
+  // Version 2 parts (SPEC 1.1).
+  const DTypeCombo formats = combo_of(p);
+  if (formats.q != p.dtype || formats.kv != p.dtype) {
+    os << fmt::format("    formats {}\n", combo_name(formats));
+  }
+  if (p.descale) {
+    os << fmt::format("    descale q {}  k {}  v {}\n", p.descale->q, p.descale->k, p.descale->v);
+  }
+  if (!p.sink.empty()) os << fmt::format("    sink [h] = [{}]\n", fmt::join(p.sink, ", "));
+  if (p.packed_q()) {
+    os << fmt::format("    cu_seqlens_q = [{}]\n", fmt::join(p.packed->cu_seqlens_q, ", "));
+  }
+  if (p.packed_k()) {
+    os << fmt::format("    cu_seqlens_k = [{}]\n", fmt::join(p.packed->cu_seqlens_k, ", "));
+  }
+  if (p.paged) {
+    os << fmt::format(
+        "    paged: page_size {}  num_pages {}  seqlens_k [{}]  block_table [b][{}] = [{}]\n",
+        p.paged->page_size, p.paged->num_pages, fmt::join(p.paged->seqlens_k, ", "),
+        p.paged->block_table_stride, fmt::join(p.paged->block_table, ", "));
+  }
+  if (p.varlen()) {
+    // Each sequence as the dense problem it is judged as.
+    const bool small_v = p.batch <= 4 && p.heads <= 4 && p.tq <= 8 && p.tk <= 8 && p.dk <= 8 &&
+                         p.dv <= 8;
+    if (!small_v) {
+      os << "    (values omitted: the problem is large; see the fixture)\n";
+      return os.str();
+    }
+    for (int64_t b = 0; b < p.batch; ++b) {
+      if (p.seq_tq(b) == 0) {
+        os << fmt::format("    sequence {}: no queries, {} keys\n", b, p.seq_tk(b));
+        continue;
+      }
+      const Problem s = sequence_problem(p, b);
+      os << fmt::format("    sequence {}: tq {}  tk {}\n", b, p.seq_tq(b), p.seq_tk(b));
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t g = s.kv_head(h);
+        os << fmt::format("      [h={}] Q = {}\n", h, matrix(s.q, 0, h, s.tq, s.dk));
+        if (h % (s.heads / s.kv_heads) == 0 && p.seq_tk(b) > 0) {
+          os << fmt::format("      [kv_h={}] K = {}\n", g, matrix(s.k, 0, g, p.seq_tk(b), s.dk));
+          os << fmt::format("      [kv_h={}] V = {}\n", g, matrix(s.v, 0, g, p.seq_tk(b), s.dv));
+        }
+      }
+    }
+    return os.str();
+  }
   const bool small = p.batch * p.heads <= 4 && p.tq <= 8 && p.tk <= 8 && p.dk <= 8 && p.dv <= 8;
   if (!small) {
     os << "    (values omitted: the problem is large; see the fixture)\n";

@@ -71,6 +71,11 @@ class CaseContext {
   /// Fails the case when the comparison failed, else records its budget.
   void expect(const Comparison& c, const std::string& what);
 
+  /// Like expect(), for one of several comparisons of a case: records the
+  /// budget used but not a passed case (the judge calls passed() or
+  /// expect() once at its end).
+  void require(const Comparison& c, const std::string& what);
+
   /// Fails the current case with this message (throws).
   [[noreturn]] void fail(const std::string& message);
   /// The same; `died`: the implementation crashed or hung in the call

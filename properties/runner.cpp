@@ -159,6 +159,11 @@ void CaseContext::expect(const Comparison& c, const std::string& what) {
                        : ""));
 }
 
+void CaseContext::require(const Comparison& c, const std::string& what) {
+  if (!c.ok()) expect(c, what);  // fails
+  max_budget_used = std::max(max_budget_used, c.max_budget_used);
+}
+
 void CaseContext::fail(const std::string& message) { fail(message, false); }
 
 void CaseContext::fail(const std::string& message, bool died) {
@@ -495,8 +500,8 @@ void check_replay_preconditions(const PropertyDef& prop, const Problem& p) {
   }
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i)
-        if (p.allowed_count(b, h, i) == 0) {
+      for (int64_t i = 0; i < p.seq_tq(b); ++i)
+        if (p.allowed_count(b, h, i) == 0 && p.sink.empty()) {
           refuse(fmt::format("row [{}, {}, {}] has no allowed key (only EmptyRowsAreRejected "
                              "makes empty rows)",
                              b, h, i));
@@ -520,9 +525,14 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
   if (!prop->replay) throw InputError(fmt::format("{} has no single case to replay", name));
   if (prop->validate_args) prop->validate_args(fixture);
   check_replay_preconditions(*prop, fixture.problem);
-  if (!impl.info().supports(fixture.problem.dtype)) {
+  if (!impl.info().supports(combo_of(fixture.problem))) {
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
-                                 dtype_name(fixture.problem.dtype)));
+                                 combo_name(combo_of(fixture.problem))));
+  }
+  // Nor a version 2 part it does not declare (SPEC 5.1).
+  if (const std::string part = undeclared_v2_part(impl.info(), fixture.problem); !part.empty()) {
+    throw InputError(fmt::format("{} does not declare {}, which the fixture's problem needs",
+                                 impl.info().name, part));
   }
   try {
     return prop->replay(impl, fixture, config);

@@ -55,7 +55,7 @@ void expect_sequence_unchanged(CaseContext& ctx, const Problem& p, const Forward
     none.lse.assign(x.lse.size(), 0.0);
     compare_kinds(cmp, kinds, s, x, y, none, CompareMode::bitwise, fmt::format("sequence {}", b));
   }
-  ctx.expect(cmp, what);
+  ctx.require(cmp, what);
 }
 
 // A sequence without keys in a problem whose implementation cannot take
@@ -74,7 +74,7 @@ void expect_sink_only_rows(CaseContext& ctx, const Problem& p, const ForwardResu
                          r.lse[row_index(p, b, h, i)], 0, 0, 0});
       }
     }
-  ctx.expect(cmp, "a row with only the sink must give o = 0 and lse = sink");
+  ctx.require(cmp, "a row with only the sink must give o = 0 and lse = sink");
 }
 
 }  // namespace
@@ -196,7 +196,7 @@ void judge_sink(CaseContext& ctx, const Case& c) {
           }
         }
       }
-  ctx.expect(cmp, "the sink differs from a key of score sink_h with value 0");
+  ctx.require(cmp, "the sink differs from a key of score sink_h with value 0");
 }
 
 // ---- PackedEqualsSeparate ----
@@ -256,7 +256,7 @@ void judge_packed(CaseContext& ctx, const Case& c) {
     Comparison cmp;
     compare_kinds(cmp, common_kinds(ctx.info(), rs, alone), s, alone, rs, t,
                   CompareMode::pairwise, fmt::format("sequence {} packed vs alone", b));
-    ctx.expect(cmp, fmt::format("sequence {} of the packed batch differs from the sequence alone", b));
+    ctx.require(cmp, fmt::format("sequence {} of the packed batch differs from the sequence alone", b));
   }
   const int64_t changed = c.args.at("changed_sequence").get<int64_t>();
   const ForwardResult r2 = ctx.call_ok(change_sequence(p, changed));
@@ -265,6 +265,7 @@ void judge_packed(CaseContext& ctx, const Case& c) {
     expect_sequence_unchanged(ctx, p, r, r2, b,
                               fmt::format("changing sequence {} changed sequence {}", changed, b));
   }
+  ctx.passed(0);  // the budgets were recorded by require()
 }
 
 // ---- PagedEqualsContiguous ----
@@ -344,7 +345,7 @@ void judge_paged(CaseContext& ctx, const Case& c) {
     Comparison cmp;
     compare_kinds(cmp, common_kinds(ctx.info(), x, y), s, y, x, t, CompareMode::pairwise,
                   fmt::format("sequence {} paged vs contiguous", b));
-    ctx.expect(cmp, fmt::format("sequence {} paged differs from the contiguous cache", b));
+    ctx.require(cmp, fmt::format("sequence {} paged differs from the contiguous cache", b));
   }
   const bool strict = ctx.config().strict;
   const double junk = strict ? std::nan("") : large_key_value(p, ctx.info().precision.accum);
@@ -354,6 +355,7 @@ void judge_paged(CaseContext& ctx, const Case& c) {
                               fmt::format("slots no sequence reads, set to {}, changed sequence {}",
                                           junk, b));
   }
+  ctx.passed(0);  // the budgets were recorded by require()
 }
 
 // ---- DescaleEquivalence ----
@@ -388,8 +390,9 @@ void judge_descale(CaseContext& ctx, const Case& c) {
     Comparison cmp;
     compare_kinds(cmp, common_kinds(ctx.info(), x, y), sp, x, y, tol,
                   CompareMode::pairwise, fmt::format("sequence {}", b));
-    ctx.expect(cmp, fmt::format("doubling {} and halving its descale changed the result", which));
+    ctx.require(cmp, fmt::format("doubling {} and halving its descale changed the result", which));
   }
+  ctx.passed(0);  // the budgets were recorded by require()
 }
 
 void validate_changed(const Fixture& f) {

@@ -208,7 +208,8 @@ struct Problem {
   /// Number of allowed keys of row (b, h, i).
   int64_t allowed_count(int64_t b, int64_t h, int64_t i) const;
 
-  /// True when some row has no allowed key.
+  /// True when some row has no allowed key and no sink (SPEC 1.1: a row
+  /// with only the sink is not empty).
   bool has_empty_rows() const;
 
   /// Bias element for (b, h, i, j), 0 without bias.
