@@ -24,7 +24,7 @@ double zigzag(int n) {
 // zeros has zero gradients, the simplest case).
 std::vector<double> draw_dout(const Problem& p) {
   const bool dyadic = *rc::gen::arbitrary<bool>();
-  std::vector<double> x(static_cast<size_t>(p.batch * p.heads * p.tq * p.dv));
+  std::vector<double> x(static_cast<size_t>(p.total_q() * p.heads * p.dv));
   for (double& e : x) e = round_to(p.dtype, dyadic ? std::ldexp(zigzag(16), -4) : zigzag(3));
   return x;
 }
@@ -57,9 +57,12 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   return r;
 }
 
-// The case's problem carries its dO.
+// The case's problem carries its dO. Sinks, packed sequences and
+// descales where declared (SPEC 1.1; paged K/V has no backward).
 Case draw_gradients(CaseContext& ctx) {
-  Problem p = *gen::problem(ctx.spec());
+  gen::GenSpec spec = gen::with_v2(ctx.spec());
+  spec.v2 &= ~ATTNCHECK_FEATURE_PAGED_KV;
+  Problem p = *gen::problem(spec);
   p.dout = draw_dout(p);
   return {p};
 }
@@ -96,6 +99,17 @@ void judge_gradients(CaseContext& ctx, const Case& cs) {
   if (t.ill_conditioned_rows > 0) ctx.discard("ill-conditioned (beyond first-order analysis)");
   Comparison c;
   compare_kinds(c, kBackwardKinds, p, o, r, t, CompareMode::tolerance);
+  if (!o.dsink.empty()) {
+    // d sink_h (SPEC 1.1), a sum over every row of every sequence; a head
+    // with a row beyond the first-order analysis is not judged (+inf).
+    if (r.dsink.size() != o.dsink.size()) {
+      ctx.fail(fmt::format("dsink has {} elements, expected heads = {}", r.dsink.size(),
+                           o.dsink.size()));
+    }
+    std::vector<uint8_t> skip(o.dsink.size(), 0);
+    for (size_t h = 0; h < skip.size(); ++h) skip[h] = std::isinf(t.dsink[h]) ? 1 : 0;
+    c.add("dsink", {static_cast<int64_t>(o.dsink.size())}, r.dsink, o.dsink, t.dsink, skip);
+  }
   ctx.expect(c, "gradients differ from the oracle's");
 }
 
