@@ -503,7 +503,7 @@ Descales draw_descales() {
 // real keys down to e^-32), one far below (no influence), and zero.
 // Representable in the output format, which is the bias format
 // (SinkIsAKeyWithoutValue adds it as a bias).
-std::vector<double> draw_sinks(const Problem& p) {
+std::vector<double> draw_sinks(const Problem& p, bool counted) {
   double top = 0;  // a bound on |score| from the largest stored values
   {
     double mq = 0, mk = 0;
@@ -512,10 +512,10 @@ std::vector<double> draw_sinks(const Problem& p) {
     const Descales d = p.descale.value_or(Descales{});
     top = std::fabs(p.scale) * d.q * d.k * mq * mk * static_cast<double>(p.dk);
   }
-  return part([heads = p.heads, top, dtype = p.dtype] {
+  return part([heads = p.heads, top, dtype = p.dtype, counted] {
     std::vector<double> sink(static_cast<size_t>(heads));
     const int regime = static_cast<int>(pick(5));
-    count(std::string("sink ") + (regime == 0   ? "small_int"
+    if (counted) count(std::string("sink ") + (regime == 0   ? "small_int"
                                   : regime == 1 ? "dyadic"
                                   : regime == 2 ? "dominating"
                                   : regime == 3 ? "far below"
@@ -698,11 +698,17 @@ Problem draw_problem(const GenSpec& spec) {
                         ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
   }
   Problem d = draw_dense(dense, formats);
-  if (plan.descale) d.descale = draw_descales();
+  // Descales and sinks are drawn whether used or not, so that shrinking the
+  // plan (dropping a sink, a descale) keeps every later draw in place.
+  const Descales descales = draw_descales();
+  if (plan.descale) d.descale = descales;
+  const std::vector<double> sinks = draw_sinks(d, plan.sink);
+  // Rows whose keys are all disallowed: with a sink they hold only it.
+  const bool empty_batch = part([] {
+    return *rc::gen::resize(100, rc::gen::weightedElement<bool>({{3, false}, {1, true}}));
+  });
   if (plan.sink) {
-    d.sink = draw_sinks(d);
-    // Rows whose keys are all disallowed: with a sink they hold only it.
-    const bool empty_batch = part([] { return *rc::gen::resize(100, rc::gen::weightedElement<bool>({{3, false}, {1, true}})); });
+    d.sink = sinks;
     if (empty_batch && !d.key_valid.empty()) std::fill_n(d.key_valid.begin(), d.tk, uint8_t{0});
   }
   if (coverage) {

@@ -128,6 +128,12 @@ class Variant : public Implementation {
     info_ = base_->info();
     info_.name = std::move(name);
     info_.kind = Kind::broken;
+    // Version 1 bugs on version 1 problems: the hypotheses make no claim
+    // on sinks and descales (diagnosis.cpp), which would otherwise be drawn
+    // from the base's declaration and may be needed by the shrunk case.
+    info_.features &= ~(ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
+                        ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE);
+    info_.combos.clear();
   }
   const ImplInfo& info() const override { return info_; }
   ForwardResult forward(const Problem& p) const override {
