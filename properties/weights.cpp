@@ -13,6 +13,14 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
   // Without returned weights, V = I makes output row i the weight row i,
   // each element judged by its output tolerance in that problem.
   const bool returned = ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS);
+  // V = I has dv = tk: at real sizes its cost B H tq tk (dk + tk) can pass
+  // the profile's cap by far (tk 2179 with 16 heads: 77M scores * values),
+  // which the size model capped for dv = the drawn head dim only.
+  const Problem& q = c.problem;
+  if (!returned && q.batch * q.heads * q.tq * q.tk * (q.dk + q.tk) >
+                       gen::size_cost_cap(ctx.config().profile)) {
+    ctx.discard("V = I beyond the profile's size cap");
+  }
   const Problem p = returned ? c.problem : with_identity_values(c.problem);
   ForwardResult r = ctx.call_ok(p);
   auto [o, t] = ctx.reference(p);
