@@ -42,7 +42,8 @@ Problem permuted(const Problem& p, const std::vector<int64_t>& qp, const std::ve
 }
 
 Case draw_permutation(CaseContext& ctx) {
-  gen::GenSpec spec = ctx.spec();
+  // A sink is per head: no permutation moves it.
+  gen::GenSpec spec = gen::with_sinks(ctx.spec());
   spec.features &= ~(ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW);  // positions
   const Problem p = *gen::problem(spec);
   return {p, {{"query_permutation", gen::permutation(p.tq)}, {"key_permutation", gen::permutation(p.tk)}}};
@@ -126,7 +127,7 @@ void judge_translation(CaseContext& ctx, const Case& c) {
 }
 
 Case draw_layout(CaseContext& ctx) {
-  const Problem p = *gen::problem(ctx.spec());
+  const Problem p = *gen::problem(gen::with_sinks(ctx.spec()));
   const int layout = *rc::gen::inRange(0, 3);
   return {p, {{"layout", layout == 0 ? "contiguous" : layout == 1 ? "bthd" : "padded"}}};
 }
@@ -203,7 +204,11 @@ PropertyDef determinism_property() {
                        "the same call twice gives bitwise identical results (within tolerance "
                        "for NONDETERMINISTIC implementations)",
                        100, always_applies,
-                       [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
+                       // Every declared version 2 part: packed and paged
+                       // outputs are compared in their own layouts.
+                       [](CaseContext& ctx) {
+                         return Case{*gen::problem(gen::with_v2(ctx.spec()))};
+                       },
                        judge_determinism, {}, AtSize::some);
 }
 

@@ -13,8 +13,9 @@ namespace {
 double changed_value(DType dtype, double x) { return round_to(dtype, 1.0 - x); }
 
 void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
-  for (int64_t d = 0; d < p.dk; ++d) p.k.at(b, g, j, d) = changed_value(p.dtype, p.k.at(b, g, j, d));
-  for (int64_t d = 0; d < p.dv; ++d) p.v.at(b, g, j, d) = changed_value(p.dtype, p.v.at(b, g, j, d));
+  const DType kv = p.kv_dtype.value_or(p.dtype);
+  for (int64_t d = 0; d < p.dk; ++d) p.k.at(b, g, j, d) = changed_value(kv, p.k.at(b, g, j, d));
+  for (int64_t d = 0; d < p.dv; ++d) p.v.at(b, g, j, d) = changed_value(kv, p.v.at(b, g, j, d));
 }
 
 Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
@@ -111,7 +112,7 @@ void judge_window(CaseContext& ctx, const Case& c) {
 }
 
 Case draw_slice(CaseContext& ctx) {
-  const Problem p = *gen::problem(ctx.spec());
+  const Problem p = *gen::problem(gen::with_sinks(ctx.spec()));
   const bool by_head = *rc::gen::arbitrary<bool>();
   const int64_t index = by_head ? *rc::gen::inRange<int64_t>(0, p.kv_heads)
                                 : *rc::gen::inRange<int64_t>(0, p.batch);
@@ -141,7 +142,8 @@ void judge_slice(CaseContext& ctx, const Case& c) {
     for (int64_t h = 0; h < p.heads; ++h)
       if (changed_slice(b, h))
         for (int64_t i = 0; i < p.tq; ++i)
-          for (int64_t d = 0; d < p.dk; ++d) q.q.at(b, h, i, d) = changed_value(p.dtype, p.q.at(b, h, i, d));
+          for (int64_t d = 0; d < p.dk; ++d)
+            q.q.at(b, h, i, d) = changed_value(p.q_dtype.value_or(p.dtype), p.q.at(b, h, i, d));
     for (int64_t g = 0; g < p.kv_heads; ++g)
       if (by_head ? g == index : b == index)
         for (int64_t j = 0; j < p.tk; ++j) change_key(q, b, g, j);
@@ -186,7 +188,7 @@ PropertyDef causal_prefix_property() {
       "output (bitwise); both alignments, tq != tk included",
       100, needs_features(ATTNCHECK_FEATURE_CAUSAL, "FEATURE_CAUSAL"),
       [](CaseContext& ctx) {
-        gen::GenSpec spec = ctx.spec();
+        gen::GenSpec spec = gen::with_sinks(ctx.spec());
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
@@ -200,7 +202,7 @@ PropertyDef window_property() {
       "equals global attention with the band mask",
       100, needs_features(ATTNCHECK_FEATURE_WINDOW, "FEATURE_WINDOW"),
       [](CaseContext& ctx) {
-        gen::GenSpec spec = ctx.spec();
+        gen::GenSpec spec = gen::with_sinks(ctx.spec());
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },
@@ -219,7 +221,7 @@ PropertyDef gqa_property() {
                        "GQA equals MHA with each K/V head repeated for its group of query heads",
                        100, needs_features(ATTNCHECK_FEATURE_GQA, "FEATURE_GQA"),
                        [](CaseContext& ctx) {
-                         gen::GenSpec spec = ctx.spec();
+                         gen::GenSpec spec = gen::with_sinks(ctx.spec());
                          spec.require_gqa = true;
                          return Case{*gen::problem(spec)};
                        },

@@ -9,7 +9,7 @@ namespace attncheck {
 namespace {
 
 Case draw_constant(CaseContext& ctx) {
-  Problem p = *gen::problem(ctx.spec());
+  Problem p = *gen::problem(gen::with_sinks(ctx.spec()));
   // Every key of a (b, K/V head) slice gets the value vector of its first key.
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.kv_heads; ++g)
@@ -22,14 +22,22 @@ void judge_constant(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   const ForwardResult r = ctx.call_ok(p);
   const auto [o, t] = ctx.reference(p);
+  // With a sink (SPEC 2) o_i = (1 - a_sink) v: the reference's output,
+  // which is that exact value within its radius (0 when certified; the
+  // comparison charges it). Without, v itself, exactly.
+  const bool sink = !p.sink.empty();
   std::vector<double> expected(o.out.size());
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
       for (int64_t i = 0; i < p.tq; ++i)
-        for (int64_t d = 0; d < p.dv; ++d)
-          expected[out_index(p, b, h, i, d)] = p.v.at(b, p.kv_head(h), 0, d);
+        for (int64_t d = 0; d < p.dv; ++d) {
+          const size_t k = out_index(p, b, h, i, d);
+          expected[k] = sink ? o.out[k] : p.v.at(b, p.kv_head(h), 0, d);
+        }
   Comparison cmp;
-  compare_array(cmp, ArrayKind::out, p, expected, r.out, t.out, CompareMode::tolerance);
+  compare_array(cmp, ArrayKind::out, p, expected, r.out, t.out, CompareMode::tolerance,
+                sink ? "(1 - a_sink) v" : "", {},
+                sink ? o.out_radius : std::vector<double>{});
   ctx.expect(cmp, "equal values are not reproduced");
 }
 
@@ -42,7 +50,9 @@ void judge_convex_hull(CaseContext& ctx, const Case& c) {
     for (int64_t h = 0; h < p.heads; ++h)
       for (int64_t i = 0; i < p.tq; ++i)
         for (int64_t d = 0; d < p.dv; ++d) {
-          double lo = INFINITY, hi = -INFINITY;
+          // With a sink, the hull of the values and 0 (SPEC 2): the sink is
+          // a key whose value is 0.
+          double lo = p.sink.empty() ? INFINITY : 0.0, hi = p.sink.empty() ? -INFINITY : 0.0;
           for (int64_t j = 0; j < p.tk; ++j) {
             if (!p.allowed(b, h, i, j)) continue;
             lo = std::min(lo, p.v.at(b, p.kv_head(h), j, d));
@@ -116,7 +126,8 @@ PropertyDef convex_hull_property() {
   return case_property(
       "OutputInConvexHull",
       "each o_i[d] lies within [min, max] of the allowed v_j[d], widened by its own tolerance",
-      100, always_applies, [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; },
+      100, always_applies,
+      [](CaseContext& ctx) { return Case{*gen::problem(gen::with_sinks(ctx.spec()))}; },
       judge_convex_hull, {}, AtSize::some);
 }
 

@@ -27,15 +27,24 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
   if (!returned) {
     r.weights = r.out;
     t.weights = t.out;
+    o.weights = o.out;
+    o.weights_radius = o.out_radius;
   }
+  // With a sink (SPEC 2) the real keys' weights sum to 1 - a_sink: the
+  // reference's weights summed. Each is within its radius (0 when
+  // certified) plus half an f64 ulp of the exact a_ij, so that sum is
+  // within u_64 sum_j a_ij + sum_j radius_ij <= u_64 + sum_j radius_ij of
+  // 1 - a_sink, and rounding it to a double adds u_64 more: both charged
+  // to the row's tolerance.
+  const bool sink = !p.sink.empty();
   Comparison cmp;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
       for (int64_t i = 0; i < p.tq; ++i) {
         // binary128 sums n doubles in [0, 1] with error below n 2^-113,
         // far under any tolerance here: the check adds no error of its own.
-        __float128 sum = 0;
-        double sum_tol = 0;
+        __float128 sum = 0, expected = sink ? 0 : 1;
+        double sum_tol = sink ? 2 * unit_roundoff(DType::f64) : 0;
         for (int64_t j = 0; j < p.tk; ++j) {
           const size_t w = weight_index(p, b, h, i, j);
           const double a = r.weights[w];
@@ -44,24 +53,33 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
                            std::isnan(a) ? 0.0 : std::clamp(a, 0.0, 1.0), a, 0, 0, 0});
           sum += a;
           sum_tol += t.weights[w];
+          if (sink) {
+            expected += o.weights[w];
+            if (!o.weights_radius.empty()) sum_tol += o.weights_radius[w];
+          }
         }
-        cmp.add_element({"row sum", {b, h, i}, 1.0, static_cast<double>(sum), 0, sum_tol, 0});
+        cmp.add_element({sink ? "row sum (1 - a_sink)" : "row sum", {b, h, i},
+                         static_cast<double>(expected), static_cast<double>(sum), 0, sum_tol, 0});
       }
   ctx.expect(cmp, "weight rows do not sum to one");
 }
 
 // Exponent of a power of two that keeps every score finite when it replaces
 // key entries: |scale| * dk * max|q| * 2^e stays 8x below the largest
-// finite value of both the dtype and the accumulation format.
+// finite value of the output format, the key format and the accumulation
+// format (2^e itself is then a finite key).
 int big_exponent(const Problem& p, DType accum, double max_abs_q) {
-  const double limit = std::min(max_finite(p.dtype), max_finite(accum));
+  const double limit = std::min({max_finite(p.dtype), max_finite(p.kv_dtype.value_or(p.dtype)),
+                                 max_finite(accum)});
   const double growth =
       std::max(1.0, std::fabs(p.scale)) * static_cast<double>(p.dk) * std::max(1.0, max_abs_q);
   return std::ilogb(limit) - std::ilogb(growth) - 3;
 }
 
 Case draw_masked(CaseContext& ctx) {
-  const Problem p = *gen::problem(ctx.spec());
+  // With a sink a row may hold only it: its keys all replaced, it must
+  // still give o = 0.
+  const Problem p = *gen::problem(gen::with_sinks(ctx.spec()));
   const int64_t b = *rc::gen::inRange<int64_t>(0, p.batch);
   const int64_t h = *rc::gen::inRange<int64_t>(0, p.heads);
   const int64_t i = *rc::gen::inRange<int64_t>(0, p.tq);
@@ -96,7 +114,13 @@ void judge_masked(CaseContext& ctx, const Case& c) {
   const double big_k = std::ldexp(1.0, big_exponent(p, ctx.info().precision.accum, max_abs_q));
   // Values only meet weights in [0, 1] and sums of tk terms.
   const double big_v = std::ldexp(
-      1.0, std::ilogb(max_finite(p.dtype)) - 2 - std::ilogb(static_cast<double>(p.tk)));
+      1.0, std::ilogb(std::min(max_finite(p.dtype), max_finite(p.kv_dtype.value_or(p.dtype)))) -
+               2 - std::ilogb(static_cast<double>(p.tk)));
+  // E4M3 keys (largest 448) with a wide growth can leave 2^e below the
+  // format's smallest subnormal: no large key to write there.
+  const DType kv = p.kv_dtype.value_or(p.dtype);
+  if (!representable(kv, big_k) || !representable(kv, big_v))
+    ctx.discard("no large key representable in the key format");
   const bool strict = ctx.config().strict;
   expect_unseen_keys_ignored(
       ctx, p, r, b0, g0, keys,
@@ -121,7 +145,8 @@ PropertyDef row_sums_property() {
       "every non-empty row: 0 <= a_ij <= 1 and sum_j a_ij = 1 within the sum of the "
       "weights' tolerances",
       100, [](const ImplInfo& info, DType) { return needs_weights(info); },
-      [](CaseContext& ctx) { return Case{*gen::problem(ctx.spec())}; }, judge_row_sums, {},
+      [](CaseContext& ctx) { return Case{*gen::problem(gen::with_sinks(ctx.spec()))}; },
+      judge_row_sums, {},
       AtSize::some);
 }
 

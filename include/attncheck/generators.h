@@ -78,6 +78,14 @@ inline GenSpec with_v2(GenSpec spec) {
   return spec;
 }
 
+/// The spec with a sink allowed where the implementation declares one and
+/// no other version 2 part: the sink forms of the version 1 properties
+/// (SPEC 2, "With a sink the version 1 properties read").
+inline GenSpec with_sinks(GenSpec spec) {
+  spec.v2 = spec.features & ATTNCHECK_FEATURE_SINK;
+  return spec;
+}
+
 /// Memory layouts a strided problem can take.
 enum class Layout { contiguous, bthd, padded };
 
