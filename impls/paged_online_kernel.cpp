@@ -86,6 +86,7 @@ class Reader {
       // The problem's addressing, past tk_b too (read_page_tail): the
       // page of key j and its slot.
       const PagedKv& pg = *p_.paged;
+      if (bugs_.table_entries > 0 && j / pg.page_size >= bugs_.table_entries) return -1;
       const int64_t page =
           pg.block_table[static_cast<size_t>(b * pg.block_table_stride + j / pg.page_size)];
       return page * s[0] + g * s[1] + (j % pg.page_size) * s[2];

@@ -61,6 +61,10 @@ struct PagedBugs {
   /// Every slot of the last page is read: keys up to the end of the
   /// sequence's last page (its stale tail) are attended as if in range.
   bool read_page_tail = false;
+  /// A sequence's block table read into a fixed array of this many
+  /// entries (0 = all): keys on later pages read as 0. Right for every
+  /// sequence of at most that many pages.
+  int64_t table_entries = 0;
   /// How many times v_descale multiplies the output (1 is right).
   int v_descale_times = 1;
   /// The cache's E4M3 bytes decoded as E5M2.

@@ -426,7 +426,7 @@ PropertyDef packed_property() {
       "a packed batch equals each sequence checked alone; changing one sequence leaves the "
       "others bitwise unchanged",
       100, needs_features(ATTNCHECK_FEATURE_PACKED, "ATTNCHECK_FEATURE_PACKED"), draw_packed,
-      judge_packed, validate_changed);
+      judge_packed, validate_changed, AtSize::some);
 }
 
 PropertyDef paged_property() {
@@ -435,7 +435,7 @@ PropertyDef paged_property() {
       "a paged cache (pages shuffled, shared, partly filled) gives the contiguous cache's "
       "result; slots no sequence reads change nothing bitwise",
       100, needs_features(ATTNCHECK_FEATURE_PAGED_KV, "ATTNCHECK_FEATURE_PAGED_KV"), draw_paged,
-      judge_paged);
+      judge_paged, {}, AtSize::all);
 }
 
 PropertyDef descale_property() {

@@ -546,7 +546,42 @@ void copy_key(Tensor& to, const Tensor& from_t, size_t at, int64_t b, int64_t g,
 // them, the longest kept as tq / tk), packed rows and / or pages. Junk
 // fills what no sequence reads (a page's tail, unused pages): values of
 // the keys' format that PagedEqualsContiguous later makes large.
-Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink) {
+// A window, or bottom-right causal over a sequence with fewer keys than
+// queries, may leave a short sequence's rows without keys: without a sink,
+// unbind the window, then the causal mask (as repair_empty_rows does for
+// dense problems).
+void unbind_empty_rows(Problem& p) {
+  if (!p.sink.empty()) return;
+  const auto empty_row = [&] {
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.seq_tq(b); ++i)
+        if (p.key_band(b, i).empty()) return true;
+    return false;
+  };
+  if (empty_row()) p.window_left = p.window_right = -1;
+  if (empty_row()) p.causal = false;
+}
+
+// A sequence length in [lo, n] at real sizes: n itself, one of the grid's
+// lengths that straddle a tile (2^k - 1, 2^k + 1) or any length.
+int64_t real_size_length(int64_t lo, int64_t n) {
+  switch (pick(3)) {
+    case 0: return n;
+    case 1: {
+      std::vector<int64_t> straddling;
+      for (int64_t g : length_grid())
+        if (g >= std::max<int64_t>(lo, 15) && g <= n && (g & (g - 1)) != 0) straddling.push_back(g);
+      if (!straddling.empty())
+        return straddling[static_cast<size_t>(pick(static_cast<int64_t>(straddling.size())))];
+      return n;
+    }
+    default: return *rc::gen::resize(100, inRange<int64_t>(lo, n + 1));
+  }
+}
+
+// `at_size`: the real-size phase (SPEC 3): lengths from real_size_length,
+// pages of 16, 256 (the sizes serving caches use) and 17 (odd).
+Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_size = false) {
   struct Lengths {
     std::vector<int64_t> q, k;
     int64_t page_size = 1;
@@ -557,15 +592,18 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink) {
   const bool bottom_right_causal = d.causal && d.align == Align::bottom_right;
   Lengths len = part([=] {
     Lengths l;
+    const auto length = [at_size](int64_t lo, int64_t n) {
+      return at_size ? real_size_length(lo, n) : *inRange<int64_t>(lo, n + 1);
+    };
     for (int64_t b = 0; b < d.batch; ++b) {
-      l.q.push_back(plan.packed_q ? *inRange<int64_t>(0, d.tq + 1) : d.tq);
+      l.q.push_back(plan.packed_q ? length(0, d.tq) : d.tq);
       // No key at all only with a sink (the row then holds only the sink).
       const int64_t lo = sink ? 0 : 1;
-      l.k.push_back(plan.packed_k || plan.paged ? *inRange<int64_t>(lo, d.tk + 1) : d.tk);
+      l.k.push_back(plan.packed_k || plan.paged ? length(lo, d.tk) : d.tk);
     }
     if (plan.paged) {
-      const int64_t sizes[] = {1, 2, 3, 16};
-      l.page_size = sizes[pick(4)];
+      const int64_t small[] = {1, 2, 3, 16}, real[] = {16, 256, 17};
+      l.page_size = at_size ? real[pick(3)] : small[pick(4)];
       l.spare_pages = pick(3);
       for (int64_t b = 0; b < d.batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
     }
@@ -687,6 +725,26 @@ Problem draw_problem(const GenSpec& spec) {
   const DTypeCombo uniform{spec.dtype, spec.dtype, spec.dtype};
   const bool uniform_ok = spec.combos.empty() ||
                           std::find(spec.combos.begin(), spec.combos.end(), uniform) != spec.combos.end();
+  const Features layouts = spec.v2 & spec.v2_required & spec.features &
+                           (ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
+  if (spec.size && layouts != 0) {
+    // A packed or paged property at real sizes (issue 18): the dense
+    // problem of the shape, laid out with lengths straddling tiles.
+    GenSpec dense = spec;
+    dense.features &= ~(ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_MASK |
+                        ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
+    V2Plan plan;
+    plan.packed_q = (layouts & ATTNCHECK_FEATURE_PACKED) != 0;
+    plan.packed_k = plan.packed_q && (layouts & ATTNCHECK_FEATURE_PAGED_KV) == 0;
+    plan.paged = (layouts & ATTNCHECK_FEATURE_PAGED_KV) != 0;
+    // The real-size phase judges one case, which RapidCheck draws at size
+    // 0: its lengths, page shuffle and junk are drawn at full size.
+    const Problem d = draw_dense(dense, uniform);
+    Problem p = *rc::gen::resize(
+        100, rc::gen::exec([&d, plan] { return make_varlen(d, plan, false, true); }));
+    unbind_empty_rows(p);
+    return p;
+  }
   if (spec.size || (spec.v2 == 0 && uniform_ok)) return draw_dense(spec, uniform);
   const V2Plan plan = draw_plan(spec);
   const DTypeCombo formats =
@@ -720,18 +778,7 @@ Problem draw_problem(const GenSpec& spec) {
   }
   if (!(plan.packed_q || plan.packed_k || plan.paged)) return d;
   Problem p = make_varlen(d, plan, plan.sink);
-  // A window may leave a short sequence's rows without keys: without a
-  // sink, unbound it (as repair_empty_rows does for dense problems).
-  if (p.sink.empty()) {
-    const auto empty_row = [&] {
-      for (int64_t b = 0; b < p.batch; ++b)
-        for (int64_t i = 0; i < p.seq_tq(b); ++i)
-          if (p.key_band(b, i).empty()) return true;
-      return false;
-    };
-    if (empty_row()) p.window_left = p.window_right = -1;
-    if (empty_row()) p.causal = false;
-  }
+  unbind_empty_rows(p);
   return p;
 }
 

@@ -15,10 +15,11 @@
 
 namespace attncheck::test_support {
 
-inline constexpr std::array<std::string_view, 8> kSizeDependentTwins = {
+inline constexpr std::array<std::string_view, 9> kSizeDependentTwins = {
     "broken_tile64_drops_tail",   "broken_long_row_lossy_sum",    "broken_gqa_big_groups",
     "broken_split_kv_no_rescale", "broken_causal_skip_top_left",  "broken_head_dim_truncated",
-    "broken_odd_dim_padding_lanes", "broken_decode_ignores_padding"};
+    "broken_odd_dim_padding_lanes", "broken_decode_ignores_padding",
+    "broken_block_table_64_entries"};
 
 /// Whether `name` is caught only with real sizes.
 inline bool caught_only_at_real_size(std::string_view name) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <iostream>
@@ -238,6 +239,37 @@ TEST(AtSize, DecodeIgnoresPadding) {
                               padded(random_problem(DType::f64, 1, 1, 2, 300, 4, 3, 8))}});
 }
 
+// `d`'s keys in a paged cache of pages of `page` slots, the pages in
+// reverse order (one sequence).
+Problem paged(const Problem& d, int64_t page) {
+  Problem p = d;
+  PagedKv pg;
+  pg.page_size = page;
+  pg.seqlens_k = {d.tk};
+  pg.block_table_stride = (d.tk + page - 1) / page;
+  pg.num_pages = pg.block_table_stride;
+  for (int64_t s = 0; s < pg.num_pages; ++s) pg.block_table.push_back(pg.num_pages - 1 - s);
+  p.paged = pg;
+  p.k = make_tensor(pg.num_pages, d.kv_heads, page, d.dk);
+  p.v = make_tensor(pg.num_pages, d.kv_heads, page, d.dv);
+  for (int64_t g = 0; g < d.kv_heads; ++g)
+    for (int64_t j = 0; j < d.tk; ++j) {
+      const int64_t at = pg.block_table[static_cast<size_t>(j / page)];
+      for (int64_t c = 0; c < d.dk; ++c) p.k.at(at, g, j % page, c) = d.k.at(0, g, j, c);
+      for (int64_t c = 0; c < d.dv; ++c) p.v.at(at, g, j % page, c) = d.v.at(0, g, j, c);
+    }
+  return p;
+}
+
+TEST(AtSize, BlockTable64Entries) {
+  // 1025 keys in pages of 16 take 65 pages; 1024 keys take 64, and 1025
+  // keys in pages of 17 take 61.
+  expect_wrong_only_at_size({"broken_block_table_64_entries",
+                             paged(random_problem(DType::bf16, 1, 1, 2, 1025, 4, 3, 9), 16),
+                             {paged(random_problem(DType::bf16, 1, 1, 2, 1024, 4, 3, 9), 16),
+                              paged(random_problem(DType::bf16, 1, 1, 2, 1025, 4, 3, 9), 17)}});
+}
+
 }  // namespace
 }  // namespace attncheck
 
@@ -268,6 +300,8 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   ASSERT_NE(prop, nullptr);
   RunConfig config;
   config.seed = GetParam().seed;  // the CI profile, real sizes on
+  const std::string dir = testing::TempDir() + "attncheck-at-size-" + GetParam().impl;
+  config.save_failures_dir = dir;
   DType dtype = DType::f64;
   for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
     if (twin->info().supports(d)) {
@@ -292,6 +326,16 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   if (name == "broken_decode_ignores_padding") {
     EXPECT_EQ(c.tk, 256) << o.message;
   }
+  if (name == "broken_block_table_64_entries") {  // a sequence of 65 pages or more
+    ASSERT_TRUE(o.fixture) << o.message;
+    const Problem p = load_fixture(*o.fixture).problem;
+    ASSERT_TRUE(p.paged.has_value()) << o.message;
+    int64_t pages = 0;
+    for (int64_t n : p.paged->seqlens_k)
+      pages = std::max(pages, (n + p.paged->page_size - 1) / p.paged->page_size);
+    EXPECT_GT(pages, 64) << o.message;
+  }
+  std::filesystem::remove_all(dir);
   if (name == "broken_head_dim_truncated") {  // 129, unless q_129 k_129 = 0 in the drawn values
     EXPECT_GT(c.dk, 128) << o.message;
     EXPECT_LE(c.dk, 136) << o.message;
