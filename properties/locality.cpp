@@ -12,17 +12,27 @@ namespace {
 // x = 1/2, which the generators never draw).
 double changed_value(DType dtype, double x) { return round_to(dtype, 1.0 - x); }
 
+// Key j of K/V head g of sequence b, wherever the layout keeps it (a
+// shared page changes for every sequence that reads it).
 void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
   const DType kv = p.kv_dtype.value_or(p.dtype);
-  for (int64_t d = 0; d < p.dk; ++d) p.k.at(b, g, j, d) = changed_value(kv, p.k.at(b, g, j, d));
-  for (int64_t d = 0; d < p.dv; ++d) p.v.at(b, g, j, d) = changed_value(kv, p.v.at(b, g, j, d));
+  for (int64_t d = 0; d < p.dk; ++d) {
+    double& x = p.k.data[p.kv_offset(p.k, b, g, j, d)];
+    x = changed_value(kv, x);
+  }
+  for (int64_t d = 0; d < p.dv; ++d) {
+    double& x = p.v.data[p.kv_offset(p.v, b, g, j, d)];
+    x = changed_value(kv, x);
+  }
 }
 
+// A row with a query: of a packed problem, a sequence that has queries.
 Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
   const Problem p = *gen::problem(spec);
-  const int64_t b = *rc::gen::inRange<int64_t>(0, p.batch);
+  int64_t b = *rc::gen::inRange<int64_t>(0, p.batch);
+  while (p.seq_tq(b) == 0) b = (b + 1) % p.batch;
   const int64_t h = *rc::gen::inRange<int64_t>(0, p.heads);
-  const int64_t i = *rc::gen::inRange<int64_t>(0, p.tq);
+  const int64_t i = *rc::gen::inRange<int64_t>(0, p.seq_tq(b));
   (void)ctx;
   return {p, {{"row", {b, h, i}}}};
 }
@@ -42,16 +52,22 @@ void judge_causal(CaseContext& ctx, const Case& c) {
   const std::array<int64_t, 3> where = row_of(c);
   const int64_t b0 = where[0], h0 = where[1], i0 = where[2];
   const ForwardResult r = ctx.call_ok(p);
-  // Keys after row i0's last causally allowed key.
+  // Keys of row i0's sequence after its last causally allowed key: a
+  // packed or paged sequence is aligned by its own lengths (SPEC 1.1).
+  const int64_t tq_b = p.seq_tq(b0), tk_b = p.seq_tk(b0);
+  if (i0 >= tq_b) ctx.discard("the row is past its sequence's queries");
+  // A paged cache shorter than the queries empties bottom-right rows; the
+  // generator then unbinds the causal mask (without a sink).
+  if (!p.causal) ctx.discard("no causal mask (a short sequence unbound it)");
+  const int64_t position = i0 + (p.align == Align::bottom_right ? tk_b - tq_b : 0);
   std::vector<int64_t> keys;
-  for (int64_t j = 0; j < p.tk; ++j)
-    if (!p.causal_band(i0).contains(j)) keys.push_back(j);
+  for (int64_t j = std::max<int64_t>(position + 1, 0); j < tk_b; ++j) keys.push_back(j);
   expect_unseen_keys_ignored(
       ctx, p, r, b0, p.kv_head(h0), keys,
       [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
       fmt::format("changing keys after position {} (row {} of [b={}, h={}]) changes earlier "
                   "queries",
-                  p.position(i0), i0, b0, h0));
+                  position, i0, b0, h0));
 }
 
 void judge_window(CaseContext& ctx, const Case& c) {
@@ -188,7 +204,8 @@ PropertyDef causal_prefix_property() {
       "output (bitwise); both alignments, tq != tk included",
       100, needs_features(ATTNCHECK_FEATURE_CAUSAL, "FEATURE_CAUSAL"),
       [](CaseContext& ctx) {
-        gen::GenSpec spec = gen::with_sinks(ctx.spec());
+        // Every declared version 2 part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_v2(ctx.spec());
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
