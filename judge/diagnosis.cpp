@@ -482,6 +482,12 @@ std::vector<Hypothesis> make_table() {
                     return key_ok(p, 0, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
                            mask_ok(p, b, h, i, j);
                   })},
+      {"key_padding_ignored",
+       "output matches attention without the key padding (key_valid never read?)",
+       restricted([](const Problem& p) { return !p.key_valid.empty(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return causal_ok(p, i, j) && window_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
       {"kv_head_modulo",
        "output matches GQA with query head h reading K/V head h % kv_heads (instead of "
        "h / (heads / kv_heads)?)",
