@@ -13,6 +13,11 @@
 // (2) it is never within H's tolerance of r_H at the telling element: it is
 // never given a diagnosis, and a hypothesis that changes nothing on this
 // problem (alignment swapped when tq == tk) is never reported.
+//
+// A reported error is explained by the hypotheses under which the rows the
+// message names are empty (diagnose_error), and the runner keeps a name
+// only when a second failing problem confirms it (the FailureRecord
+// overload of diagnose_failure).
 
 #include "attncheck/diagnosis.h"
 
