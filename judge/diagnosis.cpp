@@ -630,7 +630,9 @@ std::vector<std::string> diagnose_error(const Problem& p, const std::string& mes
   const std::vector<std::array<int64_t, 3>> reported = reported_rows(message, p);
   if (reported.empty()) return names;
   const OracleResult correct = oracle(p);
-  const auto row_of = [&](const std::array<int64_t, 3>& r) { return row_index(p, r[0], r[1], r[2]); };
+  const auto row_of = [&](const std::array<int64_t, 3>& r) {
+    return row_index(p, r[0], r[1], r[2]);
+  };
   if (std::all_of(reported.begin(), reported.end(),
                   [&](const auto& r) { return correct.row_empty[row_of(r)] != 0; })) {
     return names;
@@ -666,14 +668,15 @@ std::vector<std::array<int64_t, 3>> reported_rows(std::string_view message, cons
   std::vector<std::array<int64_t, 3>> rows;
   const std::string text(message);
   for (const std::regex* re : {&named, &bracketed}) {
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), *re); it != std::sregex_iterator();
-         ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), *re);
+         it != std::sregex_iterator(); ++it) {
       std::array<int64_t, 3> r{};
       bool fits = true;
       for (size_t k = 0; k < 3; ++k) {
+        // More than 9 digits is no row of a problem that fits in memory.
         const std::string digits = (*it)[k + 1].str();
-        if (digits.size() > 9) fits = false;
-        else r[k] = std::stoll(digits);
+        fits = fits && digits.size() <= 9;
+        if (fits) r[k] = std::stoll(digits);
       }
       if (!fits || r[0] >= p.batch || r[1] >= p.heads || r[2] >= p.tq) continue;
       if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
@@ -795,7 +798,8 @@ std::vector<std::string> diagnose_failure(const Implementation& impl, const Fail
   if (f.unshrunk && cost(*f.unshrunk) <= kMaxConfirmCost) {
     confirming = diagnose_failure(impl, *f.unshrunk);
     if (f.unshrunk_call && cost(*f.unshrunk_call) <= kMaxConfirmCost) {
-      for (std::string& n : diagnose_failure(impl, *f.unshrunk_call)) confirming.push_back(std::move(n));
+      for (std::string& n : diagnose_failure(impl, *f.unshrunk_call))
+        confirming.push_back(std::move(n));
     }
   } else {
     try {

@@ -371,7 +371,8 @@ TEST(Diagnosis, AnErrorIsExplainedByTheRowsItNames) {
   // Top-left causal, tq 2 < tk 3: query 0 sees key 0 only, the diagonal.
   Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, 3, 2, 2);
   p.causal = true;
-  EXPECT_EQ(names_for("broken_causal_strict_rejects", p), std::vector<std::string>{"causal_strict"});
+  EXPECT_EQ(names_for("broken_causal_strict_rejects", p),
+            std::vector<std::string>{"causal_strict"});
   // Window [0, 1] without causal, tq = tk = 3: query 2 sees key 2 only, its
   // window's left edge. (With causal, a strict left edge of 0 would be the
   // strict causal mask too.)
@@ -581,8 +582,8 @@ TEST(Diagnosis, MostCatalogFailuresOfKnownClassesGetTheRightName) {
   ASSERT_GT(failures, 0);
   const double fraction = static_cast<double>(named) / failures;
   std::cout << "catalog diagnosis: " << named << " of " << failures
-            << " failures of known classes named right (" << 100 * fraction << "%), "
-            << also_other << " of them with another name too; missed:" << (missed.empty() ? " none" : missed)
+            << " failures of known classes named right (" << 100 * fraction << "%), " << also_other
+            << " of them with another name too; missed:" << (missed.empty() ? " none" : missed)
             << "\n";
   RecordProperty("named_right", named);
   RecordProperty("failures", failures);
