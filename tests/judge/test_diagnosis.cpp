@@ -542,6 +542,23 @@ TEST_P(CorrectGetsNone, OnEveryProblemOfTheMaskAndValueProperties) {
   EXPECT_EQ(impl.wrong, 0) << "of " << impl.diagnosed << ": " << impl.first_wrong;
 }
 
+// The errors of correct `error`-policy implementations, on rows that are
+// empty, get no name either (the error path of diagnose()).
+TEST(Diagnosis, CorrectErrorsOnEmptyRowsGetNone) {
+  RunConfig config = ci_config();
+  config.cases = 40;
+  for (const char* name : {"loop_f64", "batched_f64", "local_f64"}) {
+    const auto base = find_impl(name);
+    ASSERT_EQ(base->info().empty_rows, EmptyRowPolicy::error) << name;
+    SelfDiagnosing impl(base);
+    const PropertyOutcome o =
+        run_property(*find_property("EmptyRowsAreRejected"), impl, DType::f64, config);
+    EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
+    EXPECT_GT(impl.diagnosed, 0) << name;
+    EXPECT_EQ(impl.wrong, 0) << name << ": " << impl.first_wrong;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Registered, CorrectGetsNone, testing::ValuesIn(correct_impls()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;
