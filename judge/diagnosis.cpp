@@ -13,6 +13,11 @@
 // (2) it is never within H's tolerance of r_H at the telling element: it is
 // never given a diagnosis, and a hypothesis that changes nothing on this
 // problem (alignment swapped when tq == tk) is never reported.
+//
+// A reported error is explained by the hypotheses under which the rows the
+// message names are empty (diagnose_error), and the runner keeps a name
+// only when a second failing problem confirms it (the FailureRecord
+// overload of diagnose_failure).
 
 #include "attncheck/diagnosis.h"
 
@@ -21,6 +26,8 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <random>
+#include <regex>
 #include <utility>
 
 #include "attncheck/compare.h"
@@ -480,6 +487,12 @@ std::vector<Hypothesis> make_table() {
                     return key_ok(p, 0, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
                            mask_ok(p, b, h, i, j);
                   })},
+      {"key_padding_ignored",
+       "output matches attention without the key padding (key_valid never read?)",
+       restricted([](const Problem& p) { return !p.key_valid.empty(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return causal_ok(p, i, j) && window_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
       {"kv_head_modulo",
        "output matches GQA with query head h reading K/V head h % kv_heads (instead of "
        "h / (heads / kv_heads)?)",
@@ -585,9 +598,101 @@ const Hypothesis* find_hypothesis(std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+// The alternatives of hypothesis h for p; none where it can not be computed.
+std::vector<Alternative> alternatives_of(const Hypothesis& h, const Problem& p,
+                                         const OracleResult& correct,
+                                         const PrecisionTraits& declared) {
+  std::vector<Alternative> alts;
+  try {
+    if (h.candidates) {
+      alts = h.candidates(p, correct, declared);
+    } else if (auto alt = h.alternative(p, correct, declared)) {
+      alts.push_back(std::move(*alt));
+    }
+  } catch (const std::exception&) {
+    alts.clear();  // a problem the hypothesis can not be computed for explains nothing
+  }
+  return alts;
+}
+
+// An error reported on rows that have allowed keys, explained by the
+// hypotheses under which exactly those rows are empty: the reported rows R
+// (named in the message) are rows H empties, at least one of them has an
+// allowed key (else the error is the right answer), and R is every row H
+// empties, or the first of them in (b, h, i) order (a front end that stops
+// at the first empty row it finds, as attncheck's own do). Whether a row
+// is empty depends on the masks alone, so no tolerance takes part.
+std::vector<std::string> diagnose_error(const Problem& p, const std::string& message,
+                                        const ImplInfo& info) {
+  std::vector<std::string> names;
+  const std::vector<std::array<int64_t, 3>> reported = reported_rows(message, p);
+  if (reported.empty()) return names;
+  const OracleResult correct = oracle(p);
+  const auto row_of = [&](const std::array<int64_t, 3>& r) {
+    return row_index(p, r[0], r[1], r[2]);
+  };
+  if (std::all_of(reported.begin(), reported.end(),
+                  [&](const auto& r) { return correct.row_empty[row_of(r)] != 0; })) {
+    return names;
+  }
+  const auto explains = [&](const Alternative& alt) {
+    const std::vector<uint8_t>& empty = alt.result.row_empty;
+    if (empty.size() != correct.row_empty.size()) return false;
+    if (!std::all_of(reported.begin(), reported.end(),
+                     [&](const auto& r) { return empty[row_of(r)] != 0; })) {
+      return false;
+    }
+    std::vector<size_t> all, named;
+    for (size_t row = 0; row < empty.size(); ++row)
+      if (empty[row]) all.push_back(row);
+    for (const auto& r : reported) named.push_back(row_of(r));
+    std::sort(named.begin(), named.end());
+    return named == all || (reported.size() == 1 && row_of(reported[0]) == all.front());
+  };
+  for (const Hypothesis& h : hypothesis_table()) {
+    const std::vector<Alternative> alts = alternatives_of(h, p, correct, info.precision);
+    if (std::any_of(alts.begin(), alts.end(), explains)) names.push_back(h.name);
+  }
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::array<int64_t, 3>> reported_rows(std::string_view message, const Problem& p) {
+  // "b=1, h=0, i=2" (attncheck's own front ends) or "[1, 0, 2]" (the JSON
+  // report's empty_rows), spaces free around '=' and ','.
+  static const std::regex named(R"(b\s*=\s*(\d+)\s*,\s*h\s*=\s*(\d+)\s*,\s*i\s*=\s*(\d+))");
+  static const std::regex bracketed(R"(\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\])");
+  std::vector<std::array<int64_t, 3>> rows;
+  const std::string text(message);
+  for (const std::regex* re : {&named, &bracketed}) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), *re);
+         it != std::sregex_iterator(); ++it) {
+      std::array<int64_t, 3> r{};
+      bool fits = true;
+      for (size_t k = 0; k < 3; ++k) {
+        // More than 9 digits is no row of a problem that fits in memory.
+        const std::string digits = (*it)[k + 1].str();
+        fits = fits && digits.size() <= 9;
+        if (fits) r[k] = std::stoll(digits);
+      }
+      if (!fits || r[0] >= p.batch || r[1] >= p.heads || r[2] >= p.tq) continue;
+      if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
 std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got,
                                   const ImplInfo& info) {
   std::vector<std::string> names;
+  // The error path knows dense problems without sinks only (a packed
+  // problem's rows are numbered per sequence, a sink fills every row).
+  if (got.status == Status::error && !p.varlen() && p.sink.empty()) {
+    return diagnose_error(p, got.error, info);
+  }
   if (got.status != Status::ok) return names;
   if (p.varlen()) {
     // Packed and paged problems: each sequence is diagnosed as the dense
@@ -634,16 +739,7 @@ std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got,
     return v.matches && v.told_apart;
   };
   for (const Hypothesis& h : hypothesis_table()) {
-    std::vector<Alternative> alts;
-    try {
-      if (h.candidates) {
-        alts = h.candidates(p, correct, info.precision);
-      } else if (auto alt = h.alternative(p, correct, info.precision)) {
-        alts.push_back(std::move(*alt));
-      }
-    } catch (const std::exception&) {
-      continue;  // a problem the hypothesis can not be computed for explains nothing
-    }
+    const std::vector<Alternative> alts = alternatives_of(h, p, correct, info.precision);
     if (std::any_of(alts.begin(), alts.end(), explains)) names.push_back(h.name);
   }
   return names;
@@ -657,6 +753,65 @@ std::vector<std::string> diagnose_failure(const Implementation& impl, const Prob
     // no output to explain.
     return {};
   }
+}
+
+Problem nearby_problem(const Problem& p) {
+  Problem n = p;
+  // A fixed seed: the same failure gets the same diagnosis every time.
+  std::mt19937_64 rng(0x6e65617262795ULL);
+  std::uniform_real_distribution<double> u(-1.0 / 8, 1.0 / 8);
+  const auto perturb = [&](Tensor& t, DType format) {
+    for (double& x : t.data) {
+      const double moved = x + u(rng) * std::fabs(x) + u(rng);
+      x = round_to(format, moved);
+    }
+  };
+  perturb(n.q, p.q_dtype.value_or(p.dtype));
+  perturb(n.k, p.kv_dtype.value_or(p.dtype));
+  perturb(n.v, p.kv_dtype.value_or(p.dtype));
+  return n;
+}
+
+namespace {
+
+// Above this size (Problem::score_elements() * (dk + dv)) the unshrunk case
+// is not diagnosed (each hypothesis computes the oracle once, some of them
+// 16 times): the property generators' small problems stay below 2^17, a
+// real-size case far above; the nearby problem stands in for it.
+constexpr int64_t kMaxConfirmCost = int64_t{1} << 18;
+
+int64_t cost(const Problem& p) { return p.score_elements() * (p.dk + p.dv); }
+
+}  // namespace
+
+std::vector<std::string> diagnose_failure(const Implementation& impl, const FailureRecord& f) {
+  const Problem* diagnosed = &f.shrunk;
+  std::vector<std::string> names = diagnose_failure(impl, f.shrunk);
+  if (names.empty() && f.shrunk_call) {
+    diagnosed = &*f.shrunk_call;
+    names = diagnose_failure(impl, *f.shrunk_call);
+  }
+  if (names.empty()) return names;
+  // A shrunk problem can be degenerate (one query, one key block): a
+  // hypothesis is kept only when a second failing problem agrees.
+  std::vector<std::string> confirming;
+  if (f.unshrunk && cost(*f.unshrunk) <= kMaxConfirmCost) {
+    confirming = diagnose_failure(impl, *f.unshrunk);
+    if (f.unshrunk_call && cost(*f.unshrunk_call) <= kMaxConfirmCost) {
+      for (std::string& n : diagnose_failure(impl, *f.unshrunk_call))
+        confirming.push_back(std::move(n));
+    }
+  } else {
+    try {
+      confirming = diagnose_failure(impl, nearby_problem(*diagnosed));
+    } catch (...) {
+      confirming.clear();  // a format round_to refuses: nothing confirms
+    }
+  }
+  std::erase_if(names, [&](const std::string& n) {
+    return std::find(confirming.begin(), confirming.end(), n) == confirming.end();
+  });
+  return names;
 }
 
 std::string describe_diagnosis(const std::vector<std::string>& names) {

@@ -99,6 +99,11 @@ class CaseContext {
   std::optional<Problem> failed_call;
   std::string failure_message;
   bool failure_died = false;  ///< the recorded failure was a crash or a hang
+  /// The first failure recorded (before shrinking) and its failing call,
+  /// and how many failures were recorded (1: the shrunk case is the first).
+  std::optional<Case> first_failed_case;
+  std::optional<Problem> first_failed_call;
+  int failures = 0;
 
  private:
   const Implementation& impl_;

@@ -171,6 +171,10 @@ void CaseContext::fail(const std::string& message, bool died) {
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
   failed_call = last_call_;
+  if (failures++ == 0) {
+    first_failed_case = failed_case;
+    first_failed_call = failed_call;
+  }
   failure_message = message;
   failure_died = died;
   RC_FAIL(message);
@@ -291,11 +295,16 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     }
     // A crash or a hang has no output to explain (and calling again would
     // wait out the time limit once more).
-    if (!ctx.failure_died) out.diagnosis = diagnose_failure(impl, p);
     // The case's own problem may compute fine while a problem the property
-    // derived from it (huge values at masked keys, a permutation) did not.
-    if (out.diagnosis.empty() && ctx.failed_call && !ctx.failure_died) {
-      out.diagnosis = diagnose_failure(impl, *ctx.failed_call);
+    // derived from it (huge values at masked keys, a permutation) did not;
+    // a name must also explain the failure before shrinking.
+    if (!ctx.failure_died) {
+      FailureRecord record{p, ctx.failed_call, std::nullopt, std::nullopt};
+      if (ctx.failures > 1 && ctx.first_failed_case) {
+        record.unshrunk = ctx.first_failed_case->problem;
+        record.unshrunk_call = ctx.first_failed_call;
+      }
+      out.diagnosis = diagnose_failure(impl, record);
     }
     report << (ctx.failure_died ? "  diagnosis: none (the call did not return, so there is no "
                                   "output to explain)\n"

@@ -179,6 +179,26 @@ Problem with_loaded_qk(const Problem& p, int64_t loaded_dk, const LaneLoad& load
   return r;
 }
 
+std::optional<std::string> empty_rows_error_under(const Problem& p, const KeyRule& rule,
+                                                  bool all) {
+  std::string rows;
+  int64_t n = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        bool any = false;
+        for (int64_t j = 0; j < p.tk && !any; ++j) any = rule(b, h, i, j);
+        if (any) continue;
+        const std::string row = "(b=" + std::to_string(b) + ", h=" + std::to_string(h) +
+                                ", i=" + std::to_string(i) + ")";
+        if (!all) return "query " + row + " has no allowed key";
+        rows += (n++ == 0 ? "" : ", ") + row;
+      }
+  if (n == 0) return std::nullopt;
+  return (n == 1 ? "query " : "queries ") + rows + (n == 1 ? " has" : " have") +
+         " no allowed key";
+}
+
 ImplInfo broken_info(std::string name, std::string caught_by,
                      std::string description, Features features,
                      EmptyRowPolicy empty_rows) {

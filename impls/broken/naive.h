@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -118,6 +119,14 @@ bool allowed_except(const Problem& p, Constraint dropped, int64_t b, int64_t h,
 ForwardResult naive_forward(const Problem& p, double scale, bool reject_empty,
                             const SliceSoftmax& softmax,
                             const KeyRule& rule = {});
+
+/// The error of a front end that checks for empty rows with a bug's key
+/// rule instead of Problem::allowed: it names the first row (in b, h, i
+/// order) `rule` leaves without keys, or with `all` every such row, in
+/// first_empty_row_error's wording; nullopt when `rule` empties none.
+/// Dense problems (no varlen), as the twins that use it declare.
+std::optional<std::string> empty_rows_error_under(const Problem& p, const KeyRule& rule,
+                                                  bool all = false);
 
 /// What a kernel's load reads for lane t (0 <= t < the loaded head dim) of
 /// row r of slice (a, c) of a [d0][d1][rows][dk] tensor x (p.q or p.k).

@@ -5,8 +5,15 @@
 // matches the hypothesis's result within the implementation's tolerance for
 // it, and that result is told apart from the correct one (their tolerance
 // intervals are disjoint somewhere), so a correct implementation is never
-// given a diagnosis. The table is in properties/diagnosis.cpp.
+// given a diagnosis. An error reported on rows that have allowed keys is
+// explained by the hypotheses under which exactly those rows are empty. A
+// name is kept only when it also explains the unshrunk failing case (or,
+// without one, a problem near the shrunk one), so a shrunk problem that is
+// degenerate does not get a confident wrong name. The table is in
+// judge/diagnosis.cpp.
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -67,13 +74,43 @@ const Hypothesis* find_hypothesis(std::string_view name);
 
 /// Names of the hypotheses that explain `got`, the forward result of an
 /// implementation declaring `info` for `p`: out is compared always, weights
-/// and lse where `info` declares them. Empty when `got` is not ok or its
-/// sizes do not fit `p`. Throws what oracle() throws for `p`.
+/// and lse where `info` declares them. A reported error (dense problems
+/// without sinks) is explained by the hypotheses under which the rows its
+/// message names (reported_rows) are empty: all of them, or the first. Empty
+/// when `got` is neither ok nor such an error, or its sizes do not fit `p`.
+/// Throws what oracle() throws for `p`.
 std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got, const ImplInfo& info);
 
+/// The rows [b, h, i] of `p` an error message names, as "b=1, h=0, i=2" or
+/// "[1, 0, 2]", in the order named, without repeats and rows outside `p`.
+std::vector<std::array<int64_t, 3>> reported_rows(std::string_view message, const Problem& p);
+
 /// Calls `impl` on `p` once more and diagnoses its output; empty when it
-/// throws or does not answer ok. Never throws.
+/// throws or answers neither ok nor an error diagnose() explains. Never
+/// throws. Unconfirmed: the runner uses the FailureRecord overload.
 std::vector<std::string> diagnose_failure(const Implementation& impl, const Problem& p);
+
+/// What the runner keeps of a failed property for its diagnosis.
+struct FailureRecord {
+  Problem shrunk;                      ///< the shrunk case's problem
+  std::optional<Problem> shrunk_call;  ///< the problem of the failing call (derived)
+  /// The first failing case RapidCheck (or the size search) found, before
+  /// shrinking, and its failing call; nullopt when the shrunk case is it.
+  std::optional<Problem> unshrunk;
+  std::optional<Problem> unshrunk_call;
+};
+
+/// The diagnosis of a failure: the names diagnose_failure gives the shrunk
+/// problem (or, when none, its failing call) that also explain the unshrunk
+/// case or its failing call; without an unshrunk case, or one too large to
+/// diagnose cheaply, those that also explain nearby_problem() of the
+/// diagnosed problem. Never throws.
+std::vector<std::string> diagnose_failure(const Implementation& impl, const FailureRecord& f);
+
+/// A problem drawn near `p`: the same shape, masks and parameters, each
+/// value of Q, K and V moved by a deterministic pseudo-random amount of at
+/// most 1/8 of its magnitude plus 1/8, rounded to its format.
+Problem nearby_problem(const Problem& p);
 
 /// The report's lines for a diagnosis, each "  diagnosis: <description>\n",
 /// or the one line "  diagnosis: no known bug class explains it\n".

@@ -522,6 +522,29 @@ std::vector<BugCase> bug_cases() {
   cases.push_back({"broken_exp_flushes_tiny", one_query(1, 0, -80, 0, 1), "loop_f64"});
   // Scores 800 and 790: exp(800) overflows without the max subtracted.
   cases.push_back({"broken_f16_no_max_subtraction", one_query(1, 800, 790, 1, 2), "loop_f64"});
+  // Front ends that check for empty rows with their bug's rule: an error
+  // where each query sees a key.
+  {
+    // Top-left: query 0 sees key 0 only, the diagonal.
+    Problem p = one_query(1, 1, 0, 1, 2);
+    p.causal = true;
+    cases.push_back({"broken_causal_strict_rejects", p, "loop_f64"});
+    // A window of left 0: the query sees its own position only.
+    p.window_left = 0;
+    cases.push_back({"broken_window_strict_rejects", p, "loop_f64"});
+  }
+  {
+    // Key 1 padded: query 1 is taken for padded.
+    Problem p = two_by_two();
+    p.key_valid = {1, 0};
+    cases.push_back({"broken_query_padding_rejects", p, "loop_f64"});
+  }
+  {
+    // Top-left, tq 2 > tk 1: under bottom-right query 0 sits before key 0.
+    Problem p = Problem::zeros(DType::f64, 1, 1, 1, 2, 1, 1, 1);
+    p.causal = true;
+    cases.push_back({"broken_alignment_swapped_rejects", p, "loop_f64"});
+  }
   return cases;
 }
 
@@ -594,6 +617,11 @@ TEST(Broken, BugsHaveTheirShape) {
   EXPECT_EQ(fill_1e9.out[0], 2.0);
   // Query 0 sees key 1.
   EXPECT_GT(run("broken_causal_off_by_one").weights[1], 0.0);
+  EXPECT_EQ(run("broken_causal_strict_rejects").error, "query (b=0, h=0, i=0) has no allowed key");
+  EXPECT_EQ(run("broken_window_strict_rejects").error, "query (b=0, h=0, i=0) has no allowed key");
+  EXPECT_EQ(run("broken_query_padding_rejects").error, "query (b=0, h=0, i=1) has no allowed key");
+  EXPECT_EQ(run("broken_alignment_swapped_rejects").error,
+            "query (b=0, h=0, i=0) has no allowed key");
   EXPECT_GT(run("broken_alignment_swapped").weights[1], 0.0);
   const ForwardResult inverted = run("broken_mask_polarity_inverted");
   EXPECT_EQ(inverted.weights[0], 0.0);
