@@ -173,3 +173,32 @@ def test_command_line_lists_and_checks_a_python_file(tmp_path):
     missing = subprocess.run([exe, "check", "--python", str(tmp_path / "none.py")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_command_line_failure_reproduces_and_replays(tmp_path):
+    """attncheck check on a broken Python implementation: its printed
+    reproduce line, run verbatim by a shell, fails again, and so does the
+    printed rerun line, attncheck replay FIXTURE --python FILE.py:NAME."""
+    exe = attncheck_command()
+    spec = f"{IMPLS}:np_forgets_scale"
+    run = subprocess.run([exe, "check", "--python", spec, "--property", "MatchesOracle",
+                          "--dtype", "f64"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = [line.strip() for line in run.stdout.splitlines()]
+    reproduce = next(line[len("reproduce: "):] for line in lines
+                     if line.startswith("reproduce: "))
+    assert f" attncheck check --python {spec} --impl np_forgets_scale --property " \
+        "MatchesOracle --dtype f64 --seed " in reproduce, reproduce
+    fixture_line = next(line for line in lines if line.startswith("fixture: "))
+    fixture = fixture_line.split()[1]
+    rerun = fixture_line[fixture_line.index("(rerun: ") + len("(rerun: "):-1]
+    assert rerun == f"attncheck replay {fixture} --python {spec}", rerun
+    # As a user pastes them: the command found on PATH, in the same folder.
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(exe)) + os.pathsep +
+               os.environ["PATH"])
+    for command in (reproduce, rerun):
+        again = subprocess.run(command, shell=True, capture_output=True, text=True,
+                               cwd=tmp_path, env=env)
+        assert again.returncode == 1, command + "\n" + again.stdout + again.stderr
+        assert "FAILED MatchesOracle on np_forgets_scale (f64)" in again.stdout
+
