@@ -202,3 +202,41 @@ def test_command_line_failure_reproduces_and_replays(tmp_path):
         assert again.returncode == 1, command + "\n" + again.stdout + again.stderr
         assert "FAILED MatchesOracle on np_forgets_scale (f64)" in again.stdout
 
+
+SPINNER = '''
+import time
+
+import numpy as np
+
+import attncheck
+
+
+@attncheck.implementation(name="np_spins", dtypes=["f64"])
+def np_spins(p):
+    """Uses 50 ms of CPU time, then returns zeros."""
+    start = time.process_time()
+    while time.process_time() - start < 0.05:
+        pass
+    return np.zeros((p.batch, p.heads, p.tq, p.dv))
+'''
+
+
+def test_bench_measures_a_python_implementation_in_its_worker(tmp_path):
+    """attncheck bench --python: one small point, each call made in the
+    Python worker, whose CPU time the figures include (a call spinning
+    50 ms of CPU there is at least that; the measuring process itself only
+    waits for it)."""
+    exe = attncheck_command()
+    spinner = tmp_path / "spinner.py"
+    spinner.write_text(SPINNER)
+    report = tmp_path / "bench.json"
+    run = subprocess.run([exe, "bench", "--python", f"{spinner}:np_spins", "--dtype", "f64",
+                          "--seq", "8", "--heads", "2", "--dk", "4", "--repeats", "2",
+                          "--warmup", "1", "--report", str(report)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [spins] = json.loads(report.read_text())["results"]
+    assert spins["impl"] == "np_spins" and spins["status"] == "ok", spins
+    assert len(spins["times_s"]) == 2 and len(spins["cpu_s"]) == 2
+    assert min(spins["times_s"]) >= 0.05 and min(spins["cpu_s"]) >= 0.05, spins
+    assert spins["peak_bytes"] is not None
