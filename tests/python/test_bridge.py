@@ -240,3 +240,23 @@ def test_bench_measures_a_python_implementation_in_its_worker(tmp_path):
     assert len(spins["times_s"]) == 2 and len(spins["cpu_s"]) == 2
     assert min(spins["times_s"]) >= 0.05 and min(spins["cpu_s"]) >= 0.05, spins
     assert spins["peak_bytes"] is not None
+
+
+def test_backward_is_judged_and_a_broken_one_fails(tmp_path):
+    """A backward callable declares FEATURE_BACKWARD: GradientsMatchOracle
+    runs it in the worker, passes the correct gradients and fails a dQ
+    that forgets the scale, with its shrunk problem and fixture."""
+    import grad_impls
+    ok = attncheck.check(grad_impls.np_grad_f64, properties=["GradientsMatchOracle"],
+                         cases=40, save_failures=str(tmp_path))
+    assert [o.status for o in ok] == ["passed"], str(ok)
+    bad = attncheck.check(grad_impls.np_grad_forgets_scale, properties=["GradientsMatchOracle"],
+                          cases=40, save_failures=str(tmp_path))
+    [o] = bad.outcomes
+    assert o.status == "failed", str(bad)
+    assert "dq[" in o.message and "dk[" not in o.message.split("shrunk problem")[0], o.message
+    assert os.path.exists(o.fixture)
+    assert attncheck.replay(o.fixture, grad_impls.np_grad_forgets_scale).status == "failed"
+    assert attncheck.replay(o.fixture, grad_impls.np_grad_f64).status == "passed"
+    with pytest.raises(ValueError, match="backward=CALLABLE"):
+        attncheck.implementation(name="x", dtypes=["f64"], features=["backward"])
