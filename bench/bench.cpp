@@ -36,8 +36,8 @@ PlotRow plot_row(const Sweep& sw, const std::vector<Point>& points) {
   return row;
 }
 
-int run_bench(const BenchOptions& opt) {
-  const auto plugins = load_plugins(opt.plugins);
+int run_bench(const BenchOptions& opt, const ImplLoader& load) {
+  const auto plugins = load(opt.plugins, opt.python, call_timeout_ms(opt.timeout_s));
   const std::vector<Sweep> sweeps = plan_sweeps(opt, plugins);
   if (!opt.plot.empty() && !std::ofstream(opt.plot, std::ios::app))
     throw InputError(fmt::format("--plot: cannot write '{}'", opt.plot));
@@ -107,6 +107,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt) {
       "bench", "time and peak memory of implementations by sequence length, each in its own process");
   b->add_option("--impl", opt.impls, "implementation to measure (repeatable)");
   b->add_option("--plugin", opt.plugins, "load this plugin; its implementations are measured unless --impl names some");
+  b->add_option("--python", opt.python,
+                "measure this Python file's implementations, FILE.py[:NAME] (all it declares without "
+                ":NAME), each call made in a Python worker (the time includes crossing into Python)");
   b->add_option("--seq", opt.seq, "sequence lengths T (tq = tk), comma-separated");
   b->add_option("--batch", opt.batch, "batch size B (default 1)");
   b->add_option("--heads", opt.heads, "heads H (default 8)");
@@ -129,9 +132,17 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt) {
   return b;
 }
 
-int bench_command(const BenchOptions& opt) {
-  if (!opt.child_spec.empty()) return run_child(opt.child_spec, opt.child_out);
-  return run_bench(opt);
+int bench_command(const BenchOptions& opt, const ImplLoader& load) {
+  ImplLoader loader = load;
+  if (!loader) {
+    loader = [](const std::vector<std::string>& plugins, const std::vector<std::string>& python,
+                int64_t) {
+      if (!python.empty()) throw InputError("--python: this program cannot start a Python worker");
+      return load_plugins(plugins);
+    };
+  }
+  if (!opt.child_spec.empty()) return run_child(opt.child_spec, opt.child_out, loader);
+  return run_bench(opt, loader);
 }
 
 }  // namespace attncheck::bench

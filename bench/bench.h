@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "options.h"
+#include "plan.h"
 
 namespace attncheck::bench {
 
@@ -17,8 +18,10 @@ namespace attncheck::bench {
 CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt);
 
 /// Runs the bench subcommand with the options parsed into `opt` (in a
-/// child, the one point it was started for); returns the exit code. Throws
-/// InputError for bad options.
-int bench_command(const BenchOptions& opt);
+/// child, the one point it was started for); returns the exit code.
+/// `load` loads --plugin and --python in the parent and in each child
+/// (without one: the plugins in this process, and --python is refused).
+/// Throws InputError for bad options.
+int bench_command(const BenchOptions& opt, const ImplLoader& load = {});
 
 }  // namespace attncheck::bench

@@ -2,15 +2,18 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/types.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -52,9 +55,34 @@ Problem make_problem(const PointSpec& s) {
   return p;
 }
 
-// Resident size now and its peak (VmRSS, VmHWM of /proc/self/status), bytes.
-std::optional<int64_t> status_field(const char* field) {
-  std::ifstream in("/proc/self/status");
+// The processes this one started that still run: a Python subject's worker
+// (attncheck/isolation.h), where each of its calls runs. A C++ subject has
+// none, so for it the figures below are this process's alone.
+std::vector<pid_t> child_processes() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    pid_t pid = 0;
+    while (in >> pid) out.push_back(pid);
+  }
+  return out;
+}
+
+// This process (0) and its children: whose CPU time and memory a call uses.
+std::vector<pid_t> measured_processes() {
+  std::vector<pid_t> out{0};
+  for (pid_t pid : child_processes()) out.push_back(pid);
+  return out;
+}
+
+std::string proc_path(pid_t pid, const char* file) {
+  return pid ? fmt::format("/proc/{}/{}", pid, file) : fmt::format("/proc/self/{}", file);
+}
+
+// Resident size now and its peak (VmRSS, VmHWM of /proc/PID/status), bytes.
+std::optional<int64_t> status_field(pid_t pid, const char* field) {
+  std::ifstream in(proc_path(pid, "status"));
   std::string line;
   const std::string key = std::string(field) + ":";
   while (std::getline(in, line)) {
@@ -63,23 +91,61 @@ std::optional<int64_t> status_field(const char* field) {
   return std::nullopt;
 }
 
-// Resets VmHWM to the current resident size; false where the kernel or a
-// sandbox refuses.
-bool reset_peak() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (!f) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
+// The sum of `field` over `pids`; nullopt when this process's is unreadable
+// (a child that has gone counts 0).
+std::optional<int64_t> status_sum(const std::vector<pid_t>& pids, const char* field) {
+  int64_t sum = 0;
+  for (pid_t pid : pids) {
+    const std::optional<int64_t> v = status_field(pid, field);
+    if (!v && pid == 0) return std::nullopt;
+    sum += v.value_or(0);
+  }
+  return sum;
+}
+
+// Resets VmHWM of each of `pids` to its current resident size; false where
+// the kernel or a sandbox refuses.
+bool reset_peak(const std::vector<pid_t>& pids) {
+  bool all = true;
+  for (pid_t pid : pids) {
+    std::FILE* f = std::fopen(proc_path(pid, "clear_refs").c_str(), "w");
+    if (!f) {
+      all = false;
+      continue;
+    }
+    const bool ok = std::fputs("5", f) >= 0;
+    all = std::fclose(f) == 0 && ok && all;
+  }
+  return all;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+// CPU seconds of each of this process and its children, by pid (0: this
+// one); a child that has gone is left out.
+std::map<pid_t, double> cpu_seconds() {
+  std::map<pid_t, double> out;
+  for (pid_t pid : measured_processes()) {
+    clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
+    if (pid && clock_getcpuclockid(pid, &clock) != 0) continue;
+    timespec t{};
+    if (clock_gettime(clock, &t) != 0) continue;
+    out[pid] = static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  return out;
+}
+
+// CPU time used between two cpu_seconds() readings: a worker started in
+// between counts from its start.
+double cpu_used(const std::map<pid_t, double>& before, const std::map<pid_t, double>& after) {
+  double used = 0;
+  for (const auto& [pid, t] : after) {
+    const auto it = before.find(pid);
+    used += t - (it == before.end() ? 0 : it->second);
+  }
+  return used;
 }
 
 double median_of(std::vector<double> v) {
@@ -216,8 +282,8 @@ void apply_threads(int n) {
 
 }  // namespace
 
-PointResult measure_point(const PointSpec& s) {
-  const auto plugins = load_plugins(s.plugins);
+PointResult measure_point(const PointSpec& s, const ImplLoader& load) {
+  const auto plugins = load(s.plugins, s.python, call_timeout_ms(s.timeout_s));
   PointResult r;
   Subject subject = make_subject(s, plugins);
   r.parameters = subject.parameters;
@@ -236,17 +302,18 @@ PointResult measure_point(const PointSpec& s) {
     // Pages the warm-up freed go back to the system, so the baseline holds
     // the inputs and the libraries, not a previous call's buffers.
     malloc_trim(0);
-    const std::optional<int64_t> before = status_field("VmRSS");
-    r.peak_method = reset_peak() ? "clear_refs" : "hwm_since_start";
+    const std::vector<pid_t> processes = measured_processes();
+    const std::optional<int64_t> before = status_sum(processes, "VmRSS");
+    r.peak_method = reset_peak(processes) ? "clear_refs" : "hwm_since_start";
     for (int k = 0; k < s.repeats; ++k) {
-      const double c0 = process_cpu_seconds();
+      const std::map<pid_t, double> c0 = cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();
       const bool ok = once();
       r.times_s.push_back(seconds_since(t0));
-      r.cpu_s.push_back(process_cpu_seconds() - c0);
+      r.cpu_s.push_back(cpu_used(c0, cpu_seconds()));
       if (!ok) return r;
     }
-    const std::optional<int64_t> peak = status_field("VmHWM");
+    const std::optional<int64_t> peak = status_sum(measured_processes(), "VmHWM");
     if (before && peak) r.peak_bytes = std::max<int64_t>(0, *peak - *before);
   } catch (const std::exception& e) {
     r.status = "error";
@@ -263,7 +330,7 @@ PointResult measure_point(const PointSpec& s) {
   return r;
 }
 
-int run_child(const std::string& spec_path, const std::string& result_path) {
+int run_child(const std::string& spec_path, const std::string& result_path, const ImplLoader& load) {
   std::ifstream in(spec_path);
   const PointSpec s = spec_from_json(nlohmann::json::parse(in));
   apply_threads(s.threads);
@@ -278,7 +345,7 @@ int run_child(const std::string& spec_path, const std::string& result_path) {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   PointResult r;
   try {
-    r = measure_point(s);
+    r = measure_point(s, load);
   } catch (const std::exception& e) {
     r.status = "error";
     r.message = e.what();

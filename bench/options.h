@@ -14,6 +14,9 @@ namespace attncheck::bench {
 struct BenchOptions {
   std::vector<std::string> impls;    ///< --impl: implementations to measure
   std::vector<std::string> plugins;  ///< --plugin: loaded in the parent and every child
+  /// --python FILE.py[:NAME]: declared to the parent and every child by a
+  /// Python worker, in which each call then runs (plan.h's ImplLoader).
+  std::vector<std::string> python;
   std::optional<std::string> seq;    ///< --seq: comma-separated lengths
   std::string dtype = "f32";         ///< --dtype
   std::string report, plot;          ///< --report JSON and --plot SVG paths; empty: none

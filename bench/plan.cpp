@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include <algorithm>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -79,7 +80,8 @@ std::vector<Sweep> custom_sweeps(const BenchOptions& opt, const Plugins& plugins
   std::vector<std::string> names = opt.impls;
   if (names.empty())
     for (const auto& p : plugins) names.push_back(p->info().name);
-  if (names.empty() && !opt.gru) throw InputError("--impl: name an implementation, --plugin or --gru, or use --preset");
+  if (names.empty() && !opt.gru)
+    throw InputError("--impl: name an implementation, --plugin, --python or --gru, or use --preset");
   for (const auto& n : names) {
     Series x;
     x.subject = n;
@@ -130,12 +132,18 @@ std::vector<Sweep> plan_sweeps(const BenchOptions& opt, const Plugins& plugins) 
   return sweeps;
 }
 
+int64_t call_timeout_ms(double timeout_s) {
+  // At least 1 ms; at most a day, as check --timeout-ms.
+  return static_cast<int64_t>(std::clamp(timeout_s, 0.001, 86400.0) * 1000);
+}
+
 PointSpec point_spec(const Sweep& sw, const Series& s, int64_t seq, const BenchOptions& opt) {
   PointSpec spec;
   spec.subject = s.subject;
   spec.label = s.label;
   spec.layer = s.layer;
   spec.plugins = opt.plugins;
+  spec.python = opt.python;
   spec.dtype = s.dtype;
   spec.seq = seq;
   spec.batch = sw.batch;
@@ -148,6 +156,7 @@ PointSpec point_spec(const Sweep& sw, const Series& s, int64_t seq, const BenchO
   spec.warmup = opt.warmup;
   spec.threads = opt.threads;
   spec.seed = opt.seed;
+  spec.timeout_s = opt.timeout_s;
   return spec;
 }
 

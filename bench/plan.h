@@ -3,6 +3,8 @@
 // with the options it takes, or one custom comparison), every point's spec,
 // and the points a series cannot run.
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +18,21 @@ namespace attncheck::bench {
 
 /// The implementations plugins added, searched before the registry.
 using Plugins = std::vector<std::shared_ptr<const Implementation>>;
+
+/// How the parent and each child load the implementations of --plugin and
+/// --python: the command line's loader (cli/commands.cpp, which knows how
+/// to start a Python worker) loads the plugins in this process (their own
+/// speed is measured) and each Python file's implementations behind a
+/// worker whose calls may take `timeout_ms` of CPU time each. Throws
+/// InputError for a file that does not load.
+using ImplLoader = std::function<Plugins(const std::vector<std::string>& plugins,
+                                         const std::vector<std::string>& python,
+                                         int64_t timeout_ms)>;
+
+/// --timeout (seconds a point may take) as the per-call CPU limit handed to
+/// ImplLoader: the point's own limit, as the parent stops the child after
+/// that much wall time anyway.
+int64_t call_timeout_ms(double timeout_s);
 
 /// The sweeps `opt` asks for: the preset's, with --seq, --batch and
 /// --causal applied when given, or one custom sweep of --impl (or every

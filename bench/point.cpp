@@ -6,11 +6,11 @@ namespace attncheck::bench {
 
 nlohmann::json to_json(const PointSpec& s) {
   return {{"subject", s.subject}, {"label", s.label},     {"layer", s.layer},
-          {"plugins", s.plugins}, {"dtype", std::string(dtype_name(s.dtype))},
+          {"plugins", s.plugins}, {"python", s.python}, {"dtype", std::string(dtype_name(s.dtype))},
           {"seq", s.seq},         {"batch", s.batch},     {"heads", s.heads},
           {"dk", s.dk},           {"causal", s.causal},   {"window", {s.window_left, s.window_right}},
           {"repeats", s.repeats}, {"warmup", s.warmup},   {"threads", s.threads},
-          {"seed", s.seed}};
+          {"seed", s.seed},       {"timeout_s", s.timeout_s}};
 }
 
 PointSpec spec_from_json(const nlohmann::json& j) {
@@ -19,6 +19,7 @@ PointSpec spec_from_json(const nlohmann::json& j) {
   s.label = j.at("label").get<std::string>();
   s.layer = j.at("layer").get<bool>();
   s.plugins = j.at("plugins").get<std::vector<std::string>>();
+  s.python = j.at("python").get<std::vector<std::string>>();
   s.dtype = parse_dtype(j.at("dtype").get<std::string>());
   s.seq = j.at("seq").get<int64_t>();
   s.batch = j.at("batch").get<int64_t>();
@@ -31,6 +32,7 @@ PointSpec spec_from_json(const nlohmann::json& j) {
   s.warmup = j.at("warmup").get<int>();
   s.threads = j.at("threads").get<int>();
   s.seed = j.at("seed").get<uint64_t>();
+  s.timeout_s = j.at("timeout_s").get<double>();
   return s;
 }
 

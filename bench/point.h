@@ -28,12 +28,14 @@ struct PointSpec {
   /// implementation runs its own Layer::run).
   bool layer = false;
   std::vector<std::string> plugins;  ///< loaded in the child
+  std::vector<std::string> python;   ///< FILE.py[:NAME]: loaded in the child, run in a worker
   DType dtype = DType::f32;
   int64_t seq = 0, batch = 1, heads = 1, dk = 64;
   bool causal = false;
   int64_t window_left = -1, window_right = -1;
   int repeats = 5, warmup = 1, threads = 1;
   uint64_t seed = 1;
+  double timeout_s = 600;  ///< the point's limit (a Python worker's per-call CPU limit too)
 };
 
 /// What one child reports.

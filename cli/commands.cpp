@@ -131,12 +131,14 @@ std::pair<std::string, std::string> split_python_spec(const std::string& spec) {
 
 // The plugins at `paths` and the Python files of `python` (FILE.py[:NAME];
 // a --plugin path ending in .py is a Python file too, as reproduce lines
-// name a Python file's origin with --plugin), loaded by workers unless
-// --no-isolation: the harness never opens a plugin it has not seen load
-// safely, and never runs a Python file's code.
-ImplList load_plugins_for(const std::vector<std::string>& paths,
-                          const std::vector<std::string>& python, bool no_isolation,
-                          int64_t timeout_ms) {
+// of older versions name a Python file's origin with --plugin). A Python
+// file's implementations always run in workers: the harness never runs a
+// Python file's code. The plugins load in workers too unless
+// `plugins_in_process` (--no-isolation; the bench, which measures them):
+// the harness never opens a plugin it has not seen load safely.
+ImplList load_implementations(const std::vector<std::string>& paths,
+                              const std::vector<std::string>& python, bool plugins_in_process,
+                              int64_t timeout_ms) {
   std::map<std::string, std::vector<std::string>> wanted;  // Python file -> names ({} = all)
   std::vector<std::string> files = paths;
   for (const std::string& spec : python) {
@@ -149,18 +151,16 @@ ImplList load_plugins_for(const std::vector<std::string>& paths,
   for (const std::string& path : paths)
     if (path.ends_with(".py")) wanted[path];
   if (wanted.empty()) {
-    if (no_isolation) return load_plugins(files);
+    if (plugins_in_process) return load_plugins(files);
     return load_plugins_isolated(files, IsolationOptions{timeout_ms});
-  }
-  if (no_isolation) {
-    throw InputError("--python: a Python implementation runs only in a worker (without "
-                     "--no-isolation)");
   }
   const WorkerCommand command = python_worker_command();
   const IsolationOptions options{timeout_ms};
   return load_plugins(files, [&](const std::string& path) {
     const auto it = wanted.find(path);
-    if (it == wanted.end()) return load_plugins_isolated({path}, options);
+    if (it == wanted.end()) {
+      return plugins_in_process ? load_plugin(path) : load_plugins_isolated({path}, options);
+    }
     ImplList impls = load_isolated("python", path, command, options);
     if (it->second.empty()) return impls;
     ImplList chosen;
@@ -178,6 +178,22 @@ ImplList load_plugins_for(const std::vector<std::string>& paths,
     }
     return chosen;
   });
+}
+
+// load_implementations for check, list, describe and replay: with
+// --no-isolation the plugins load in this process, and a Python file is
+// refused (it runs only in a worker).
+ImplList load_plugins_for(const std::vector<std::string>& paths,
+                          const std::vector<std::string>& python, bool no_isolation,
+                          int64_t timeout_ms) {
+  const bool any_python =
+      !python.empty() ||
+      std::any_of(paths.begin(), paths.end(), [](const auto& p) { return p.ends_with(".py"); });
+  if (no_isolation && any_python) {
+    throw InputError("--python: a Python implementation runs only in a worker (without "
+                     "--no-isolation)");
+  }
+  return load_implementations(paths, python, no_isolation, timeout_ms);
 }
 
 // Every field `i` declares, a line each, foreign text made printable: what
@@ -568,7 +584,15 @@ int run_cli(int argc, char** argv) {
       return replay_command(ropt);
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
-    if (app.got_subcommand(bench_cmd)) return bench::bench_command(bench_opt);
+    if (app.got_subcommand(bench_cmd)) {
+      // The plugins in the measuring process, a Python file's
+      // implementations behind their worker.
+      return bench::bench_command(
+          bench_opt, [](const std::vector<std::string>& plugins,
+                        const std::vector<std::string>& python, int64_t timeout_ms) {
+            return load_implementations(plugins, python, true, timeout_ms);
+          });
+    }
     return check_command(opt);
   } catch (const InputError& e) {
     // One line, whatever the input put in it (a field's text, a plugin's).

@@ -333,9 +333,14 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   report << "  ";
   if (passing >= 0) report << fmt::format("after {} passing cases; ", passing);
   report << fmt::format("seed {}\n", config.seed);
-  // A plugin's implementations are found only with the plugin loaded.
+  // A plugin's implementations are found only with the plugin loaded; a
+  // Python file's (an origin ending in .py, as the command reads --plugin
+  // too) with --python FILE.py:NAME, which loads that one alone.
+  const ImplInfo& info = impl.info();
   const std::string plugin =
-      impl.info().origin.empty() ? "" : fmt::format(" --plugin {}", impl.info().origin);
+      info.origin.empty()          ? ""
+      : info.origin.ends_with(".py") ? fmt::format(" --python {}:{}", info.origin, info.name)
+                                     : fmt::format(" --plugin {}", info.origin);
   // A mixed combination is spelled as --dtype took it (SPEC 5.2).
   const std::string dtype_arg = config.combo ? combo_name(*config.combo) : std::string(dtype_name(dtype));
   if (reproduce.kind == Reproduce::Kind::whole_run) {

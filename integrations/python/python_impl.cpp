@@ -64,6 +64,25 @@ class PythonImplementation final : public Implementation {
     }
   }
 
+  // Declared only with a backward callable (FEATURE_BACKWARD), so the
+  // harness calls it only then.
+  BackwardResult backward(const Problem& p) const override {
+    py::gil_scoped_acquire gil;
+    try {
+      const py::tuple r = bridge().attr("backward")(decl_, problem_to_py(p));
+      BackwardResult b;
+      const auto status = r[0].cast<std::string>();
+      b.status = status == "ok" ? Status::ok : status == "error" ? Status::error : Status::unsupported;
+      b.error = r[1].cast<std::string>();
+      b.dq = doubles(r[2]);
+      b.dk = doubles(r[3]);
+      b.dv = doubles(r[4]);
+      return b;
+    } catch (py::error_already_set& e) {
+      rethrow(e);
+    }
+  }
+
  private:
   ImplInfo info_;
   py::object decl_;  // the attncheck.Implementation

@@ -7,7 +7,9 @@ namespace attncheck::python {
 
 /// Registers the worker loader "python": it imports a file through
 /// attncheck._bridge.load_file and serves each implementation the file
-/// declares, calling attncheck._bridge.forward for every problem.
+/// declares, calling attncheck._bridge.forward for every problem (and
+/// attncheck._bridge.backward for the gradients of one that declares a
+/// backward callable).
 void register_python_loader();
 
 }  // namespace attncheck::python

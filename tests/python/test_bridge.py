@@ -173,3 +173,90 @@ def test_command_line_lists_and_checks_a_python_file(tmp_path):
     missing = subprocess.run([exe, "check", "--python", str(tmp_path / "none.py")],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_command_line_failure_reproduces_and_replays(tmp_path):
+    """attncheck check on a broken Python implementation: its printed
+    reproduce line, run verbatim by a shell, fails again, and so does the
+    printed rerun line, attncheck replay FIXTURE --python FILE.py:NAME."""
+    exe = attncheck_command()
+    spec = f"{IMPLS}:np_forgets_scale"
+    run = subprocess.run([exe, "check", "--python", spec, "--property", "MatchesOracle",
+                          "--dtype", "f64"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = [line.strip() for line in run.stdout.splitlines()]
+    reproduce = next(line[len("reproduce: "):] for line in lines
+                     if line.startswith("reproduce: "))
+    assert f" attncheck check --python {spec} --impl np_forgets_scale --property " \
+        "MatchesOracle --dtype f64 --seed " in reproduce, reproduce
+    fixture_line = next(line for line in lines if line.startswith("fixture: "))
+    fixture = fixture_line.split()[1]
+    rerun = fixture_line[fixture_line.index("(rerun: ") + len("(rerun: "):-1]
+    assert rerun == f"attncheck replay {fixture} --python {spec}", rerun
+    # As a user pastes them: the command found on PATH, in the same folder.
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(exe)) + os.pathsep +
+               os.environ["PATH"])
+    for command in (reproduce, rerun):
+        again = subprocess.run(command, shell=True, capture_output=True, text=True,
+                               cwd=tmp_path, env=env)
+        assert again.returncode == 1, command + "\n" + again.stdout + again.stderr
+        assert "FAILED MatchesOracle on np_forgets_scale (f64)" in again.stdout
+
+
+SPINNER = '''
+import time
+
+import numpy as np
+
+import attncheck
+
+
+@attncheck.implementation(name="np_spins", dtypes=["f64"])
+def np_spins(p):
+    """Uses 50 ms of CPU time, then returns zeros."""
+    start = time.process_time()
+    while time.process_time() - start < 0.05:
+        pass
+    return np.zeros((p.batch, p.heads, p.tq, p.dv))
+'''
+
+
+def test_bench_measures_a_python_implementation_in_its_worker(tmp_path):
+    """attncheck bench --python: one small point, each call made in the
+    Python worker, whose CPU time the figures include (a call spinning
+    50 ms of CPU there is at least that; the measuring process itself only
+    waits for it)."""
+    exe = attncheck_command()
+    spinner = tmp_path / "spinner.py"
+    spinner.write_text(SPINNER)
+    report = tmp_path / "bench.json"
+    run = subprocess.run([exe, "bench", "--python", f"{spinner}:np_spins", "--dtype", "f64",
+                          "--seq", "8", "--heads", "2", "--dk", "4", "--repeats", "2",
+                          "--warmup", "1", "--report", str(report)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [spins] = json.loads(report.read_text())["results"]
+    assert spins["impl"] == "np_spins" and spins["status"] == "ok", spins
+    assert len(spins["times_s"]) == 2 and len(spins["cpu_s"]) == 2
+    assert min(spins["times_s"]) >= 0.05 and min(spins["cpu_s"]) >= 0.05, spins
+    assert spins["peak_bytes"] is not None
+
+
+def test_backward_is_judged_and_a_broken_one_fails(tmp_path):
+    """A backward callable declares FEATURE_BACKWARD: GradientsMatchOracle
+    runs it in the worker, passes the correct gradients and fails a dQ
+    that forgets the scale, with its shrunk problem and fixture."""
+    import grad_impls
+    ok = attncheck.check(grad_impls.np_grad_f64, properties=["GradientsMatchOracle"],
+                         cases=40, save_failures=str(tmp_path))
+    assert [o.status for o in ok] == ["passed"], str(ok)
+    bad = attncheck.check(grad_impls.np_grad_forgets_scale, properties=["GradientsMatchOracle"],
+                          cases=40, save_failures=str(tmp_path))
+    [o] = bad.outcomes
+    assert o.status == "failed", str(bad)
+    assert "dq[" in o.message and "dk[" not in o.message.split("shrunk problem")[0], o.message
+    assert os.path.exists(o.fixture)
+    assert attncheck.replay(o.fixture, grad_impls.np_grad_forgets_scale).status == "failed"
+    assert attncheck.replay(o.fixture, grad_impls.np_grad_f64).status == "passed"
+    with pytest.raises(ValueError, match="backward=CALLABLE"):
+        attncheck.implementation(name="x", dtypes=["f64"], features=["backward"])

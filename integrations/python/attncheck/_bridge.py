@@ -90,6 +90,9 @@ def _to_numpy(x, what):
                         f"with the array interface or DLPack)")
 
 
+# What comes back in the problem's own format (SPEC 1): out and the gradients.
+_IN_OUTPUT_FORMAT = ("out", "dq", "dk", "dv")
+
 _OUT_DTYPES = {"f64": ("float64",), "f32": ("float32",), "f16": ("float16",),
                "bf16": ("bfloat16", "float32")}
 
@@ -98,19 +101,20 @@ def _check(decl, p, what, x, shape):
     a, dtype = _to_numpy(x, what)
     if a.shape != shape:
         names = {"out": "[batch, heads, tq, dv]", "weights": "[batch, heads, tq, tk]",
-                 "lse": "[batch, heads, tq]"}[what]
+                 "lse": "[batch, heads, tq]", "dq": "[batch, heads, tq, dk]",
+                 "dk": "[batch, kv_heads, tk, dk]", "dv": "[batch, kv_heads, tk, dv]"}[what]
         raise ContractError(f"{what} has shape {tuple(a.shape)}, expected {shape} {names}")
-    if what == "out":
+    if what in _IN_OUTPUT_FORMAT:
         if dtype not in _OUT_DTYPES[p.dtype]:
             expected = " or ".join(_OUT_DTYPES[p.dtype])
-            raise ContractError(f"out has dtype {dtype}, expected {expected} for a {p.dtype} "
+            raise ContractError(f"{what} has dtype {dtype}, expected {expected} for a {p.dtype} "
                                 f"problem")
         if p.dtype == "bf16" and dtype == "float32":
             bits = np.ascontiguousarray(a).view(np.uint32)
             bad = np.flatnonzero((bits & 0xFFFF) != 0)
             if bad.size:
                 idx = np.unravel_index(bad[0], a.shape)
-                raise ContractError(f"out{list(int(i) for i in idx)} = {a[idx]!r} is not a bf16 "
+                raise ContractError(f"{what}{list(int(i) for i in idx)} = {a[idx]!r} is not a bf16 "
                                     f"value ({bad.size} such elements; round to bf16 or return "
                                     f"a torch.bfloat16 tensor)")
     elif a.dtype.kind != "f":
@@ -156,6 +160,34 @@ def forward(decl, d):
             raise ContractError(f"returned no {what}")
         result[what] = _check(decl, p, what, got[what], shapes[what])
     return "ok", "", result["out"], result.get("weights"), result.get("lse")
+
+
+def backward(decl, d):
+    """Calls decl.backward on the engine's problem dict (its dout set);
+    returns (status, error, dq, dk, dv) as forward does."""
+    p = Problem._from_core(d, strided="strides" in decl.features)
+    try:
+        r = decl.backward(p)
+    except Unsupported_ as e:
+        return "unsupported", str(e), None, None, None
+    except Error_ as e:
+        return "error", str(e) or "attncheck.Error", None, None, None
+    except Exception as e:  # noqa: BLE001 (any exception of the implementation fails the case)
+        raise RuntimeError(f"{_one_line(e)}"
+                           f"{_where(e.__traceback__)}") from None
+    names = ("dq", "dk", "dv")
+    if isinstance(r, dict):
+        if sorted(r) != sorted(names):
+            raise ContractError(f"backward returned a dict with {sorted(r)}; expected dq, dk, dv")
+        got = r
+    elif isinstance(r, (tuple, list)) and len(r) == 3:
+        got = dict(zip(names, r))
+    else:
+        raise ContractError("backward returned neither (dq, dk, dv) nor a dict of them")
+    shapes = {"dq": (p.batch, p.heads, p.tq, p.dk), "dk": (p.batch, p.kv_heads, p.tk, p.dk),
+              "dv": (p.batch, p.kv_heads, p.tk, p.dv)}
+    out = [_check(decl, p, what, got[what], shapes[what]) for what in names]
+    return ("ok", "", *out)
 
 
 Unsupported_ = _declare.Unsupported

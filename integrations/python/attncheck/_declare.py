@@ -11,7 +11,7 @@ DTYPES = ("f64", "f32", "bf16", "f16")
 # ATTNCHECK_FEATURE_* of plugin.h by name, in lower case ("causal"), from the
 # engine's own table. The bridge covers version 1 of the C ABI (plus s_cast):
 # the version 2 features (sinks, packed and paged sequences, descales) are
-# not offered, nor is BACKWARD yet.
+# not offered; BACKWARD is declared by giving a backward callable.
 _ALL_FEATURES = {name.lower(): bit for name, bit in _core.feature_bits().items()}
 _UNOFFERED = ("backward", "sink", "packed", "paged_kv", "descale")
 FEATURES = {name: bit for name, bit in _ALL_FEATURES.items() if name not in _UNOFFERED}
@@ -44,8 +44,9 @@ class Implementation:
     file that declared it and calls it there."""
 
     def __init__(self, fn, name, dtypes, features, precision, empty_rows, limits,
-                 description, outputs, path):
+                 description, outputs, path, backward=None):
         self.fn = fn
+        self.backward = backward
         self.name = name
         self.dtypes = dtypes
         self.features = features
@@ -68,6 +69,8 @@ class Implementation:
         bits = 0
         for f in self.features:
             bits |= FEATURES[f]
+        if self.backward is not None:
+            bits |= _ALL_FEATURES["backward"]
         return {
             "name": self.name,
             "description": self.description,
@@ -122,7 +125,7 @@ def _precision(precision, dtypes):
 
 
 def implementation(name, dtypes, features=(), precision=None, empty_rows="error", limits=None,
-                   description="", outputs=None):
+                   description="", outputs=None, backward=None):
     """Declares the decorated callable as an attention implementation.
 
     The callable receives an attncheck.Problem (its q, k, v are read-only
@@ -144,7 +147,12 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
     (raise attncheck.Error for a query with no allowed key) or "zero".
     limits: {"max_tq", "max_tk", "max_batch_heads", "dk_min", "dk_max",
     "dk_multiple", "dv_equals_dk"}.  outputs: the order of a returned tuple
-    (default: out, then weights and lse where declared).
+    (default: out, then weights and lse where declared).  backward: a
+    callable of the same problem, whose p.dout [batch][heads][tq][dv] is
+    set, returning the gradients (dq [batch][heads][tq][dk], dk
+    [batch][kv_heads][tk][dk], dv [batch][kv_heads][tk][dv]) as a tuple in
+    that order or a dict, in the problem's dtype as `out`; giving it
+    declares the "backward" feature (GradientsMatchOracle).
 
     Decorators stack: one function may be declared several times (one per
     dtype with its own precision, say). Declare implementations at the top
@@ -158,6 +166,9 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
         features = [features]
     features = [f.lower() for f in features]
     for f in features:
+        if f == "backward":
+            raise ValueError(f"{what}: declare a backward pass with backward=CALLABLE, not as a "
+                             f"feature")
         if f not in FEATURES:
             offered = ", ".join(FEATURES)
             raise ValueError(f"{what}: unknown feature {f!r} (expected some of {offered})")
@@ -180,6 +191,9 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
         raise ValueError(f"{what}: outputs {outputs} must name out and the declared extra "
                          f"outputs {extra} once each")
 
+    if backward is not None and not callable(backward):
+        raise TypeError(f"{what}: backward must be a callable, not {type(backward).__name__}")
+
     def declare(fn):
         target = fn.fn if isinstance(fn, Implementation) else fn
         if not callable(target):
@@ -189,7 +203,7 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
         source = sys._getframe(1).f_code.co_filename
         impl = Implementation(target, name, dtypes, features, prec, empty_rows, lim,
                               description or (target.__doc__ or "").strip().split("\n")[0],
-                              outputs, os.path.abspath(source))
+                              outputs, os.path.abspath(source), backward)
         previous = _declared.get(name)
         if previous is not None and previous.path != impl.path:
             raise ValueError(f"{what}: already declared in {previous.path}")
