@@ -1,5 +1,7 @@
 #include "attncheck/transforms.h"
 
+#include <vector>
+
 namespace attncheck {
 
 Problem expand_kv_heads(const Problem& p, const KvHeadMap& map) {
@@ -27,6 +29,76 @@ Problem with_identity_values(const Problem& p) {
       for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, g, j, j) = 1;
   q.dout.clear();
   return q;
+}
+
+Problem slice_problem(const Problem& p, const SliceChoice& choice) {
+  std::vector<int64_t> bs, hs, gs;
+  for (int64_t b = 0; b < p.batch; ++b)
+    if (!choice.batch || *choice.batch == b) bs.push_back(b);
+  for (int64_t h = 0; h < p.heads; ++h) {
+    const bool keep = choice.head ? *choice.head == h
+                                  : !choice.kv_head || p.kv_head(h) == *choice.kv_head;
+    if (keep) hs.push_back(h);
+  }
+  for (int64_t g = 0; g < p.kv_heads; ++g)
+    for (int64_t h : hs)
+      if (p.kv_head(h) == g) {
+        gs.push_back(g);
+        break;
+      }
+  Problem s = p;
+  s.batch = static_cast<int64_t>(bs.size());
+  s.heads = static_cast<int64_t>(hs.size());
+  s.kv_heads = static_cast<int64_t>(gs.size());
+  s.q = make_tensor(s.batch, s.heads, p.tq, p.dk);
+  s.k = make_tensor(s.batch, s.kv_heads, p.tk, p.dk);
+  s.v = make_tensor(s.batch, s.kv_heads, p.tk, p.dv);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const int64_t ob = bs[static_cast<size_t>(b)];
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dk; ++d) s.q.at(b, h, i, d) = p.q.at(ob, hs[static_cast<size_t>(h)], i, d);
+    for (int64_t g = 0; g < s.kv_heads; ++g)
+      for (int64_t j = 0; j < p.tk; ++j) {
+        const int64_t og = gs[static_cast<size_t>(g)];
+        for (int64_t d = 0; d < p.dk; ++d) s.k.at(b, g, j, d) = p.k.at(ob, og, j, d);
+        for (int64_t d = 0; d < p.dv; ++d) s.v.at(b, g, j, d) = p.v.at(ob, og, j, d);
+      }
+  }
+  if (!p.key_valid.empty()) {
+    s.key_valid.clear();
+    for (int64_t ob : bs)
+      for (int64_t j = 0; j < p.tk; ++j)
+        s.key_valid.push_back(p.key_valid[static_cast<size_t>(ob * p.tk + j)]);
+  }
+  const auto slice_scores = [&](const auto& m) {
+    auto out = m;
+    out.batch = m.batch == 1 ? 1 : s.batch;
+    out.heads = m.heads == 1 ? 1 : s.heads;
+    out.data.assign(static_cast<size_t>(out.batch * out.heads * p.tq * p.tk), {});
+    for (int64_t b = 0; b < out.batch; ++b)
+      for (int64_t h = 0; h < out.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            out.at(b, h, i, j, p.tq, p.tk) =
+                m.at(bs[static_cast<size_t>(b)], hs[static_cast<size_t>(h)], i, j, p.tq, p.tk);
+    return out;
+  };
+  if (p.mask) s.mask = slice_scores(*p.mask);
+  if (p.bias) s.bias = slice_scores(*p.bias);
+  if (!p.dout.empty()) {
+    s.dout.clear();
+    for (int64_t ob : bs)
+      for (int64_t oh : hs)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t d = 0; d < p.dv; ++d)
+            s.dout.push_back(p.dout[static_cast<size_t>(((ob * p.heads + oh) * p.tq + i) * p.dv + d)]);
+  }
+  if (!p.sink.empty()) {
+    s.sink.clear();
+    for (int64_t oh : hs) s.sink.push_back(p.sink[static_cast<size_t>(oh)]);
+  }
+  return s;
 }
 
 }  // namespace attncheck

@@ -364,6 +364,65 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   out.message = report.str();
 }
 
+// After RapidCheck's shrinking: batch entries, K/V head groups and query
+// heads the failure does not need are dropped (issue 17: a counterexample
+// keeps batch, heads and kv_heads above 1 only when the failure needs
+// them). RapidCheck shrinks each draw in place, so a slice whose values
+// are not the simplest stays. Each candidate keeps one slice of the
+// current counterexample; the first that still fails replaces it (the
+// judge records it), until none does. Only for dense problems, and cases
+// whose args name no row, batch entry or head.
+bool args_name_slices(const nlohmann::json& args) {
+  for (const char* key : {"row", "index", "changed", "changed_sequence", "kv_head", "heads"})
+    if (args.contains(key)) return true;
+  return false;
+}
+
+void drop_unneeded_slices(CaseContext& ctx, const JudgeFn& judge) {
+  const auto fails = [&](const Problem& p) {
+    const Case c{p, ctx.failed_case->args};
+    ctx.begin(c);
+    try {
+      judge(ctx, c);
+    } catch (const rc::detail::CaseResult& r) {
+      return r.type == rc::detail::CaseResult::Type::Failure;
+    } catch (const std::exception&) {
+    }
+    return false;
+  };
+  const auto eligible = [&] {
+    return ctx.failed_case && !args_name_slices(ctx.failed_case->args) &&
+           !ctx.failed_case->problem.varlen();
+  };
+  // A sliced problem is not RapidCheck's: the discards and cases its
+  // judging counts are not the run's.
+  const int cases = ctx.cases, discarded = ctx.discarded;
+  const auto reasons = ctx.discard_reasons;
+  const double budget = ctx.max_budget_used;
+  bool progress = eligible();
+  while (progress) {
+    progress = false;
+    const Problem p = ctx.failed_case->problem;
+    std::vector<SliceChoice> choices;
+    if (p.batch > 1)
+      for (int64_t b = 0; b < p.batch; ++b) choices.push_back({b, std::nullopt, std::nullopt});
+    if (p.kv_heads > 1)
+      for (int64_t g = 0; g < p.kv_heads; ++g) choices.push_back({std::nullopt, g, std::nullopt});
+    else if (p.heads > 1)
+      for (int64_t h = 0; h < p.heads; ++h) choices.push_back({std::nullopt, std::nullopt, h});
+    for (const SliceChoice& choice : choices) {
+      if (fails(slice_problem(p, choice))) {
+        progress = eligible();
+        break;
+      }
+    }
+  }
+  ctx.cases = cases;
+  ctx.discarded = discarded;
+  ctx.discard_reasons = reasons;
+  ctx.max_budget_used = budget;
+}
+
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
                           const RunConfig& config, const DrawFn& draw, const JudgeFn& judge,
                           AtSize at_size) {
@@ -438,6 +497,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     out.message = fmt::format("gave up after {} cases: {} discarded ({})", ctx.cases,
                               ctx.discarded, discard_summary(ctx));
   } else if (result.match(failure)) {
+    if (!ctx.failure_died) drop_unneeded_slices(ctx, judge);
     rc::detail::Configuration rc_config;
     rc_config.testParams = params;
     rc_config.reproduce[metadata.id] = failure.reproduce;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "attncheck/problem.h"
 
@@ -25,5 +26,20 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map = {});
 /// observed through the output. dout is dropped (its shape was for the
 /// old dv).
 Problem with_identity_values(const Problem& p);
+
+/// What slice_problem keeps: one batch entry, or all (nullopt); one K/V
+/// head with its group of query heads, one query head with its K/V head,
+/// or all.
+struct SliceChoice {
+  std::optional<int64_t> batch;
+  std::optional<int64_t> kv_head;
+  std::optional<int64_t> head;  ///< wins over kv_head
+};
+
+/// The part of a dense problem (not varlen) `choice` keeps, every per
+/// batch and per head part (key_valid, mask, bias, dout, sinks) sliced with
+/// it; Q, K and V come out contiguous. For shrinking: a counterexample
+/// keeps batch and heads above 1 only when the failure needs them.
+Problem slice_problem(const Problem& p, const SliceChoice& choice);
 
 }  // namespace attncheck

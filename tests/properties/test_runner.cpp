@@ -152,6 +152,25 @@ TEST(Catalog, NamesAreTheSpecsInOrder) {
                        "DescaleEquivalence"}));
 }
 
+TEST(Runner, ShrinkingDropsSlicesTheFailureDoesNotNeed) {
+  // The flush shows in one row of one head: RapidCheck's shrinking alone
+  // kept batch 1, heads 2 around an all-zero head (issue 17).
+  const PropertyOutcome flush =
+      run({"broken_exp_flushes_tiny", "ExtremeScoresStayFinite", DType::f64});
+  ASSERT_EQ(flush.status, PropertyStatus::failed) << flush.message;
+  ASSERT_TRUE(flush.counterexample);
+  EXPECT_EQ(flush.counterexample->batch, 1) << flush.message;
+  EXPECT_EQ(flush.counterexample->heads, 1) << flush.message;
+  EXPECT_EQ(flush.counterexample->kv_heads, 1) << flush.message;
+  // A K/V head mapped wrongly needs two heads of a group over two K/V heads:
+  // those stay.
+  const PropertyOutcome gqa = run({"broken_wrong_kv_head", "GroupedQueryEquivalence", DType::f32});
+  ASSERT_EQ(gqa.status, PropertyStatus::failed) << gqa.message;
+  ASSERT_TRUE(gqa.counterexample);
+  EXPECT_GE(gqa.counterexample->kv_heads, 2) << gqa.message;
+  EXPECT_GT(gqa.counterexample->heads, gqa.counterexample->kv_heads) << gqa.message;
+}
+
 TEST(Runner, SameSeedSameOutcome) {
   const Case c{"broken_softmax_query_axis", "MatchesOracle", DType::f64};
   EXPECT_EQ(run(c).message, run(c).message);
