@@ -13,8 +13,18 @@ at::ScalarType scalar_type(DType d) {
   switch (d) {
     case DType::f64: return at::kDouble;
     case DType::f32: return at::kFloat;
+    case DType::bf16: return at::kBFloat16;
+    case DType::f16: return at::kHalf;
     default: throw std::invalid_argument("torch adapters: no dtype " + std::string(dtype_name(d)));
   }
+}
+
+std::string not_implemented_message(const c10::Error& e) {
+  std::string message = e.what_without_backtrace();
+  if (message.find("not implemented for '") == std::string::npos) return "";
+  // The first line: torch appends where it was raised.
+  if (const size_t eol = message.find('\n'); eol != std::string::npos) message.resize(eol);
+  return message;
 }
 
 void use_configured_threads() {

@@ -17,9 +17,15 @@
 
 namespace attncheck::impls::torch_adapters {
 
-/// The ATen scalar type of an attncheck dtype (f64 or f32; the adapters
-/// declare no other).
+/// The ATen scalar type of an attncheck dtype (f64, f32, bf16 or f16; the
+/// adapters declare no other).
 at::ScalarType scalar_type(DType d);
+
+/// Torch's message when `e` says a kernel has no implementation for a
+/// dtype (AT_DISPATCH's "\"bmm\" not implemented for 'Half'"), else "".
+/// Debian's LibTorch 1.13 has no Half matrix product or softmax on the
+/// CPU; an adapter answers such a call UNSUPPORTED rather than failing it.
+std::string not_implemented_message(const c10::Error& e);
 
 /// Torch parallelises its kernels (OpenMP) and OpenBLAS its GEMMs; one
 /// thread (attncheck::impl_threads(), 1 unless attncheck bench --threads
@@ -38,6 +44,27 @@ void use_configured_threads();
 /// `d` (BLAS GEMMs of `d`), P is not rounded to a narrower type, and the
 /// row is one pass (no online rescaling). The CI tolerance judges the claim:
 /// a passing case's budget above 1 would show it too optimistic.
+///
+/// In bf16 (and f16, where torch has the kernels) the same declaration
+/// (accum = p_cast = s_cast = d) is what LibTorch 1.13's CPU code does, found
+/// by experiment (tests/impls/test_torch.cpp keeps each finding):
+/// - matmul of 16-bit tensors accumulates in the 16-bit format where it
+///   matters most: bmm of a batch whose tq * tk * dk (or tq * dv * tk) is
+///   below 400 runs baddbmm_cpu_kernel, which rounds every product and every
+///   partial sum to the format; larger batches run cpublas::gemm, which sums
+///   in float and rounds once when B is transposed (Q K^T of a contiguous K)
+///   but, when B is row-major (P V of a contiguous V), adds each rounded
+///   product to a 16-bit result element, key by key. Either is within the
+///   error of a 16-bit accumulation (gamma_n with the format's u, Higham's
+///   dot-product bound counting the product roundings): accum = d.
+/// - S is the matmul's 16-bit result (s_cast = accum: no cast beyond the
+///   accumulation's own roundings); the query is scaled first, q * (1 /
+///   sqrt(dk)) rounded to the format, one rounding per element that
+///   gamma_{dk+2} counts.
+/// - softmax of a bf16 tensor converts to float inside (max, exp by SLEEF,
+///   sum, division) and rounds P to bf16 once; P is that tensor (weights =
+///   P after its rounding), and P V reads it: p_cast = d. The float steps
+///   are far inside the 16-bit eps = (2e + 2) u_a the tolerance charges.
 ImplInfo adapter_info(std::string name, DType d, Features features, Limits limits,
                       std::string description);
 
