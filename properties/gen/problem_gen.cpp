@@ -818,7 +818,12 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   s.dtype = dtype;
   s.features = info.features;
   s.limits = info.limits;
-  if (info.precision.s_cast_format() != info.precision.accum) {
+  // Scores rounded to a 16-bit format before softmax, by an s_cast or by
+  // a 16-bit accumulation (torch's bf16 matmuls): keep them within the
+  // first-order analysis of that format, or most large-regime cases are
+  // discarded as ill-conditioned.
+  if (info.precision.s_cast_format() != info.precision.accum ||
+      unit_roundoff(info.precision.accum) > unit_roundoff(DType::f32)) {
     s.score_storage = info.precision.s_cast_format();
   }
   for (const DTypeCombo& c : info.combos) {
