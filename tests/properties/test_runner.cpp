@@ -164,7 +164,7 @@ TEST(Runner, ShrinkingDropsSlicesTheFailureDoesNotNeed) {
   EXPECT_EQ(flush.counterexample->kv_heads, 1) << flush.message;
   // A K/V head mapped wrongly needs two heads of a group over two K/V heads:
   // those stay.
-  const PropertyOutcome gqa = run({"broken_wrong_kv_head", "GroupedQueryEquivalence", DType::f32});
+  const PropertyOutcome gqa = run({"broken_wrong_kv_head", "GroupedQueryEquivalence", DType::f64});
   ASSERT_EQ(gqa.status, PropertyStatus::failed) << gqa.message;
   ASSERT_TRUE(gqa.counterexample);
   EXPECT_GE(gqa.counterexample->kv_heads, 2) << gqa.message;
