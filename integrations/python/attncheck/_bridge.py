@@ -122,21 +122,30 @@ def _check(decl, p, what, x, shape):
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
+def _call(fn, p):
+    """Calls the implementation's `fn` on `p`: ("ok", "", result), or its
+    declared refusal ("unsupported" / "error", message, None); anything
+    else it raises fails the case, in one line with where it was raised."""
+    try:
+        return "ok", "", fn(p)
+    except Unsupported_ as e:
+        return "unsupported", str(e), None
+    except Error_ as e:
+        return "error", str(e) or "attncheck.Error", None
+    except Exception as e:  # noqa: BLE001 (any exception of the implementation fails the case)
+        raise RuntimeError(f"{_one_line(e)}"
+                           f"{_where(e.__traceback__)}") from None
+
+
 def forward(decl, d):
     """Calls `decl` on the engine's problem dict; returns (status, error,
     out, weights, lse) with float64 arrays (None where not returned).
     Raises ContractError for what the contract forbids and a one-line
     exception for anything the implementation raised."""
     p = Problem._from_core(d, strided="strides" in decl.features)
-    try:
-        r = decl.fn(p)
-    except Unsupported_ as e:
-        return "unsupported", str(e), None, None, None
-    except Error_ as e:
-        return "error", str(e) or "attncheck.Error", None, None, None
-    except Exception as e:  # noqa: BLE001 (any exception of the implementation fails the case)
-        raise RuntimeError(f"{_one_line(e)}"
-                           f"{_where(e.__traceback__)}") from None
+    status, error, r = _call(decl.fn, p)
+    if status != "ok":
+        return status, error, None, None, None
     if isinstance(r, dict):
         unknown = set(r) - set(decl.outputs)
         if unknown:
@@ -166,15 +175,9 @@ def backward(decl, d):
     """Calls decl.backward on the engine's problem dict (its dout set);
     returns (status, error, dq, dk, dv) as forward does."""
     p = Problem._from_core(d, strided="strides" in decl.features)
-    try:
-        r = decl.backward(p)
-    except Unsupported_ as e:
-        return "unsupported", str(e), None, None, None
-    except Error_ as e:
-        return "error", str(e) or "attncheck.Error", None, None, None
-    except Exception as e:  # noqa: BLE001 (any exception of the implementation fails the case)
-        raise RuntimeError(f"{_one_line(e)}"
-                           f"{_where(e.__traceback__)}") from None
+    status, error, r = _call(decl.backward, p)
+    if status != "ok":
+        return status, error, None, None, None
     names = ("dq", "dk", "dv")
     if isinstance(r, dict):
         if sorted(r) != sorted(names):
