@@ -364,6 +364,35 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   out.message = report.str();
 }
 
+// A fixture's label is a claim: its problem must be one the property could
+// have drawn (SPEC 3: rows have an allowed key, except EmptyRowsAreRejected's
+// which have an empty one; a causal or windowed property's problem is
+// causal or windowed), or a correct implementation could "fail" its replay.
+void check_replay_preconditions(const PropertyDef& prop, const Problem& p) {
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(fmt::format("problem: not a case of {}: {}", prop.name, why));
+  };
+  if (prop.name == "EmptyRowsAreRejected") {
+    if (!p.has_empty_rows()) refuse("no row is empty (every query has an allowed key)");
+    return;
+  }
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.seq_tq(b); ++i)
+        if (p.allowed_count(b, h, i) == 0 && p.sink.empty()) {
+          refuse(fmt::format("row [{}, {}, {}] has no allowed key (only EmptyRowsAreRejected "
+                             "makes empty rows)",
+                             b, h, i));
+        }
+  if (prop.name == "CausalPrefixIndependence" && !p.causal) refuse("the problem is not causal");
+  if (prop.name == "WindowLocality" && p.window_left < 0 && p.window_right < 0) {
+    refuse("the problem has no window");
+  }
+  if (prop.name == "GroupedQueryEquivalence" && p.kv_heads == p.heads) {
+    refuse("kv_heads equals heads (no grouped K/V)");
+  }
+}
+
 // After RapidCheck's shrinking: batch entries, K/V head groups and query
 // heads the failure does not need are dropped (issue 17: a counterexample
 // keeps batch, heads and kv_heads above 1 only when the failure needs
@@ -378,8 +407,16 @@ bool args_name_slices(const nlohmann::json& args) {
   return false;
 }
 
-void drop_unneeded_slices(CaseContext& ctx, const JudgeFn& judge) {
+void drop_unneeded_slices(const PropertyDef& prop, CaseContext& ctx, const JudgeFn& judge) {
   const auto fails = [&](const Problem& p) {
+    // A slice must still be a case of the property (an empty row for
+    // EmptyRowsAreRejected, grouped K/V heads for GroupedQueryEquivalence),
+    // or its fixture would not replay.
+    try {
+      check_replay_preconditions(prop, p);
+    } catch (const InputError&) {
+      return false;
+    }
     const Case c{p, ctx.failed_case->args};
     ctx.begin(c);
     try {
@@ -497,7 +534,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     out.message = fmt::format("gave up after {} cases: {} discarded ({})", ctx.cases,
                               ctx.discarded, discard_summary(ctx));
   } else if (result.match(failure)) {
-    if (!ctx.failure_died) drop_unneeded_slices(ctx, judge);
+    if (!ctx.failure_died) drop_unneeded_slices(prop, ctx, judge);
     rc::detail::Configuration rc_config;
     rc_config.testParams = params;
     rc_config.reproduce[metadata.id] = failure.reproduce;
@@ -557,39 +594,6 @@ PropertyDef case_property(std::string name, std::string statement, int default_c
   };
   return d;
 }
-
-namespace {
-
-// A fixture's label is a claim: its problem must be one the property could
-// have drawn (SPEC 3: rows have an allowed key, except EmptyRowsAreRejected's
-// which have an empty one; a causal or windowed property's problem is
-// causal or windowed), or a correct implementation could "fail" its replay.
-void check_replay_preconditions(const PropertyDef& prop, const Problem& p) {
-  const auto refuse = [&](const std::string& why) {
-    throw InputError(fmt::format("problem: not a case of {}: {}", prop.name, why));
-  };
-  if (prop.name == "EmptyRowsAreRejected") {
-    if (!p.has_empty_rows()) refuse("no row is empty (every query has an allowed key)");
-    return;
-  }
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.seq_tq(b); ++i)
-        if (p.allowed_count(b, h, i) == 0 && p.sink.empty()) {
-          refuse(fmt::format("row [{}, {}, {}] has no allowed key (only EmptyRowsAreRejected "
-                             "makes empty rows)",
-                             b, h, i));
-        }
-  if (prop.name == "CausalPrefixIndependence" && !p.causal) refuse("the problem is not causal");
-  if (prop.name == "WindowLocality" && p.window_left < 0 && p.window_right < 0) {
-    refuse("the problem has no window");
-  }
-  if (prop.name == "GroupedQueryEquivalence" && p.kv_heads == p.heads) {
-    refuse("kv_heads equals heads (no grouped K/V)");
-  }
-}
-
-}  // namespace
 
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config) {
