@@ -427,16 +427,16 @@ void drop_unneeded_slices(const PropertyDef& prop, CaseContext& ctx, const Judge
     }
     return false;
   };
-  const auto eligible = [&] {
-    return ctx.failed_case && !args_name_slices(ctx.failed_case->args) &&
-           !ctx.failed_case->problem.varlen();
-  };
+  // A slice keeps the args and stays dense: eligibility is decided once.
+  if (!ctx.failed_case || args_name_slices(ctx.failed_case->args) ||
+      ctx.failed_case->problem.varlen())
+    return;
   // A sliced problem is not RapidCheck's: the discards and cases its
   // judging counts are not the run's.
   const int cases = ctx.cases, discarded = ctx.discarded;
   const auto reasons = ctx.discard_reasons;
   const double budget = ctx.max_budget_used;
-  bool progress = eligible();
+  bool progress = true;
   while (progress) {
     progress = false;
     const Problem p = ctx.failed_case->problem;
@@ -449,7 +449,7 @@ void drop_unneeded_slices(const PropertyDef& prop, CaseContext& ctx, const Judge
       for (int64_t h = 0; h < p.heads; ++h) choices.push_back({std::nullopt, std::nullopt, h});
     for (const SliceChoice& choice : choices) {
       if (fails(slice_problem(p, choice))) {
-        progress = eligible();
+        progress = true;
         break;
       }
     }
