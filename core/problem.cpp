@@ -122,14 +122,19 @@ KeyBand Problem::key_band(int64_t i) const {
   return band;
 }
 
-KeyBand Problem::key_band(int64_t b, int64_t i) const {
-  if (!varlen()) return key_band(i);
-  const int64_t n = seq_tk(b);
-  const int64_t pos = align == Align::top_left ? i : i + n - seq_tq(b);
-  KeyBand band{0, n - 1};
-  if (causal) band.last = std::min(band.last, pos);
+KeyBand Problem::window_band(int64_t b, int64_t i) const {
+  if (!varlen()) return window_band(i);
+  const int64_t pos = position(b, i);
+  KeyBand band{0, seq_tk(b) - 1};
   if (window_left >= 0) band.first = std::max(band.first, pos - window_left);
   if (window_right >= 0) band.last = std::min(band.last, pos + window_right);
+  return band;
+}
+
+KeyBand Problem::key_band(int64_t b, int64_t i) const {
+  if (!varlen()) return key_band(i);
+  KeyBand band = window_band(b, i);
+  if (causal) band.last = std::min(band.last, position(b, i));
   return band;
 }
 

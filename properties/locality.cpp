@@ -59,7 +59,7 @@ void judge_causal(CaseContext& ctx, const Case& c) {
   // A paged cache shorter than the queries empties bottom-right rows; the
   // generator then unbinds the causal mask (without a sink).
   if (!p.causal) ctx.discard("no causal mask (a short sequence unbound it)");
-  const int64_t position = i0 + (p.align == Align::bottom_right ? tk_b - tq_b : 0);
+  const int64_t position = p.position(b0, i0);
   std::vector<int64_t> keys;
   for (int64_t j = std::max<int64_t>(position + 1, 0); j < tk_b; ++j) keys.push_back(j);
   expect_unseen_keys_ignored(
@@ -76,13 +76,19 @@ void judge_window(CaseContext& ctx, const Case& c) {
   // them, which clang before 16 refuses for bindings.
   const std::array<int64_t, 3> where = row_of(c);
   const int64_t b0 = where[0], h0 = where[1], i0 = where[2];
+  if (p.window_left < 0 && p.window_right < 0) {
+    ctx.discard("no window (a short sequence's empty rows unbound it)");
+  }
   const ForwardResult r = ctx.call_ok(p);
+  // A packed or paged sequence's window is aligned by its own lengths
+  // (SPEC 1.1): window_band(b, i).
   // An implementation that counts its score elements claims locality: it
   // may not compute more than the windows hold (exercise 10's honesty).
   if (const auto computed = ctx.impl().score_elements_computed()) {
     int64_t band = 0;
-    for (int64_t i = 0; i < p.tq; ++i) band += p.window_band(i).size();
-    band *= p.batch * p.heads;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.seq_tq(b); ++i) band += p.window_band(b, i).size();
+    band *= p.heads;
     if (*computed > band) {
       ctx.fail(fmt::format("computed {} score elements, but the windows hold {}: the window is "
                            "masked out of the full matrix, not computed locally",
@@ -90,7 +96,9 @@ void judge_window(CaseContext& ctx, const Case& c) {
     }
   }
   Comparison cmp;
-  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
+  // Weights are not returned for packed queries (SPEC 1.1), and a mask does
+  // not combine with packed or paged problems: both checks are dense.
+  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS) && !p.varlen()) {
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.heads; ++h)
         for (int64_t i = 0; i < p.tq; ++i)
@@ -99,7 +107,7 @@ void judge_window(CaseContext& ctx, const Case& c) {
               cmp.add_element({"weights (outside the window)", {b, h, i, j}, 0.0,
                                r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
   }
-  if (ctx.info().has(ATTNCHECK_FEATURE_MASK)) {
+  if (ctx.info().has(ATTNCHECK_FEATURE_MASK) && !p.varlen()) {
     // Window attention equals global attention under the band mask.
     Problem banded = p;
     banded.window_left = banded.window_right = -1;
@@ -118,13 +126,13 @@ void judge_window(CaseContext& ctx, const Case& c) {
   }
   if (!cmp.ok()) ctx.expect(cmp, "the window is not a band mask");
   std::vector<int64_t> keys;
-  for (int64_t j = 0; j < p.tk; ++j)
-    if (!p.window_band(i0).contains(j)) keys.push_back(j);
+  for (int64_t j = 0; j < p.seq_tk(b0); ++j)
+    if (!p.window_band(b0, i0).contains(j)) keys.push_back(j);
   expect_unseen_keys_ignored(ctx, p, r, b0, p.kv_head(h0), keys,
                              [&](Problem& q, int64_t j) { change_key(q, b0, p.kv_head(h0), j); },
-                             fmt::format("keys outside the window of row {} influence rows "
-                                         "whose window excludes them",
-                                         i0));
+                             fmt::format("keys outside the window of row {} (of [b={}, h={}]) "
+                                         "influence rows whose window excludes them",
+                                         i0, b0, h0));
 }
 
 Case draw_slice(CaseContext& ctx) {
@@ -219,7 +227,8 @@ PropertyDef window_property() {
       "equals global attention with the band mask",
       100, needs_features(ATTNCHECK_FEATURE_WINDOW, "FEATURE_WINDOW"),
       [](CaseContext& ctx) {
-        gen::GenSpec spec = gen::with_sinks(ctx.spec());
+        // Every declared version 2 part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_v2(ctx.spec());
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },

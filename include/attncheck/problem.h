@@ -181,6 +181,12 @@ struct Problem {
     return align == Align::top_left ? i : i + tk - tq;
   }
 
+  /// Key position of query i of sequence b, aligned by that sequence's own
+  /// lengths (SPEC 1.1: i + tk_b - tq_b bottom-right); position(i) when dense.
+  int64_t position(int64_t b, int64_t i) const {
+    return align == Align::top_left ? i : i + seq_tk(b) - seq_tq(b);
+  }
+
   /// Keys the causal limit leaves query i: j <= position(i) when causal,
   /// every key otherwise.
   KeyBand causal_band(int64_t i) const;
@@ -188,6 +194,10 @@ struct Problem {
   /// Keys the window leaves query i: position(i) - window_left <= j <=
   /// position(i) + window_right, an unbounded side (-1) reaching the end.
   KeyBand window_band(int64_t i) const;
+
+  /// window_band of query i of sequence b, at position(b, i) and clipped to
+  /// the sequence's keys; the same as window_band(i) for a dense problem.
+  KeyBand window_band(int64_t b, int64_t i) const;
 
   /// Keys inside both the causal limit and the window of query i: the only
   /// keys key_valid and the mask can still allow.
