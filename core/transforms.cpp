@@ -1,5 +1,6 @@
 #include "attncheck/transforms.h"
 
+#include <unordered_set>
 #include <vector>
 
 namespace attncheck {
@@ -29,6 +30,15 @@ Problem with_identity_values(const Problem& p) {
       for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, g, j, j) = 1;
   q.dout.clear();
   return q;
+}
+
+void for_each_read_key(const Problem& p,
+                       const std::function<void(int64_t b, int64_t g, int64_t j)>& fn) {
+  std::unordered_set<size_t> seen;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      for (int64_t j = 0; j < p.seq_tk(b); ++j)
+        if (!p.paged || seen.insert(p.kv_offset(p.k, b, g, j, 0)).second) fn(b, g, j);
 }
 
 Problem slice_problem(const Problem& p, const SliceChoice& choice) {

@@ -27,6 +27,14 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map = {});
 /// old dv).
 Problem with_identity_values(const Problem& p);
 
+/// Calls fn(b, g, j) once for every stored key row some sequence reads, in
+/// the order b, g, j: a page shared by several sequences (prefix caching)
+/// is visited once, by its first reader. For a dense problem every (b, g,
+/// j). A rewrite of K or V through kv_offset then changes each stored row
+/// once, whichever sequences read it.
+void for_each_read_key(const Problem& p,
+                       const std::function<void(int64_t b, int64_t g, int64_t j)>& fn);
+
 /// What slice_problem keeps: one batch entry, or all (nullopt); one K/V
 /// head with its group of query heads, one query head with its K/V head,
 /// or all.

@@ -104,14 +104,23 @@ INSTANTIATE_TEST_SUITE_P(Suite, BrokenImplementation, testing::ValuesIn(broken_c
 // The version 1 properties on version 2 problems (SPEC 2): in their sink
 // forms (the real keys' weights sum to 1 - a_sink, o = (1 - a_sink) v for
 // equal values, the hull of the values and 0) a sink added to the
-// numerator shows in each; CausalPrefixIndependence per sequence sees a
-// packed batch aligned by its longest sequences.
+// numerator shows in each; CausalPrefixIndependence and WindowLocality per
+// sequence see a packed batch aligned by its longest sequences.
 std::vector<Case> v2_form_cases() {
   std::vector<Case> cases;
   for (const char* property :
        {"RowSumsToOne", "ConstantValuesReproduced", "OutputInConvexHull"})
     cases.push_back({"broken_sink_in_numerator", property, DType::f32});
   cases.push_back({"broken_packed_align_from_max", "CausalPrefixIndependence", DType::bf16});
+  // WindowLocality per sequence: a window aligned by the packed maxima.
+  cases.push_back({"broken_packed_align_from_max", "WindowLocality", DType::bf16});
+  // ValueLinearity and KeyTranslationInvariance on paged problems: a page
+  // tail or another sequence's page read keeps values and keys the
+  // rewrites of the sequence's own keys do not move.
+  for (const char* property : {"ValueLinearity", "KeyTranslationInvariance"}) {
+    cases.push_back({"broken_paged_stale_tail", property, DType::f32});
+    cases.push_back({"broken_block_table_global_index", property, DType::f32});
+  }
   return cases;
 }
 
