@@ -23,8 +23,9 @@
 //   has no key-padding argument.
 // - is_causal: a lower-triangular mask j <= i, top-left aligned; the call
 //   refuses it together with any attn_mask ("Explicit attn_mask should not
-//   be set when is_causal=True"), so causal with key padding or a mask is
-//   answered UNSUPPORTED.
+//   be set when is_causal=True"), so causal with key padding or a mask goes
+//   in as one bool mask, the lower triangle AND-ed in, as a torch user
+//   writes it (is_causal=False then); causal alone takes is_causal.
 // - no scale argument: torch multiplies the query by 1 / sqrt(dk) itself,
 //   so no FEATURE_SCALE (the harness then sends only the default scale).
 // - weights: the CPU path returns them whether asked or not.
@@ -62,8 +63,11 @@ ForwardResult sdpa_forward(const Problem& p, DType d) {
 
   c10::optional<at::Tensor> attn_mask;
   if (const at::Tensor allowed = allowed_keys(p); allowed.defined()) attn_mask = allowed;
-  if (p.causal && (attn_mask.has_value() || (p.align != Align::top_left && p.tq != p.tk))) {
-    return ForwardResult::unsupported();
+  if (p.causal && p.align != Align::top_left && p.tq != p.tk) return ForwardResult::unsupported();
+  // is_causal takes no attn_mask: with one, causal joins it (j <= i).
+  const bool is_causal = p.causal && !attn_mask.has_value();
+  if (p.causal && attn_mask.has_value()) {
+    attn_mask = at::logical_and(*attn_mask, at::ones({p.tq, p.tk}, at::kBool).tril());
   }
 
   const at::Tensor q = to_torch(p.q, {p.batch, p.heads, p.tq, p.dk}, type);
@@ -72,7 +76,7 @@ ForwardResult sdpa_forward(const Problem& p, DType d) {
   at::Tensor out, weights;
   try {
     std::tie(out, weights) = at::_scaled_dot_product_attention(
-        q, k, v, attn_mask, /*dropout_p=*/0.0, /*need_attn_weights=*/true, p.causal);
+        q, k, v, attn_mask, /*dropout_p=*/0.0, /*need_attn_weights=*/true, is_causal);
   } catch (const c10::Error& e) {
     if (!not_implemented_message(e).empty()) return ForwardResult::unsupported();
     throw;
