@@ -276,8 +276,10 @@ fi
 pid=$!
 # Interrupted once a result is out (the handler is installed by then; a
 # background job of a script starts with SIGINT ignored, so an early signal
-# would be lost on a slow machine).
-for _ in $(seq 600); do
+# would be lost on a slow machine). The first thorough result, real sizes
+# included, took more than 60 s on a loaded 2-core machine: wait up to 10
+# minutes (the loop ends at the first result).
+for _ in $(seq 6000); do
   grep -q '^passed' interrupted.txt 2>/dev/null && break
   sleep 0.1
 done
