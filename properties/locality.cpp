@@ -96,17 +96,18 @@ void judge_window(CaseContext& ctx, const Case& c) {
     }
   }
   Comparison cmp;
-  // Weights are not returned for packed queries (SPEC 1.1), and a mask does
-  // not combine with packed or paged problems: both checks are dense.
-  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS) && !p.varlen()) {
+  // Weights are not returned for packed queries (SPEC 1.1); a paged
+  // sequence's weights past its own keys are outside its window too.
+  if (ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS) && !p.packed_q() && !r.weights.empty()) {
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.heads; ++h)
-        for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t i = 0; i < p.seq_tq(b); ++i)
           for (int64_t j = 0; j < p.tk; ++j)
-            if (!p.window_band(i).contains(j))
+            if (!p.window_band(b, i).contains(j))
               cmp.add_element({"weights (outside the window)", {b, h, i, j}, 0.0,
                                r.weights[weight_index(p, b, h, i, j)], 0, 0, 0});
   }
+  // A mask does not combine with packed or paged problems (SPEC 1.1).
   if (ctx.info().has(ATTNCHECK_FEATURE_MASK) && !p.varlen()) {
     // Window attention equals global attention under the band mask.
     Problem banded = p;
