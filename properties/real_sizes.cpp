@@ -97,7 +97,11 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   }
 
   // One case at a shape: drawn with RapidCheck (the property's own draw,
-  // at that shape), judged, never shrunk by it.
+  // at that shape), judged, never shrunk by it. The judge's verdict is
+  // caught inside the testable, so RapidCheck sees a success: on a failure
+  // it would otherwise describe the counterexample, drawing the problem
+  // again and printing every element (gigabytes at these sizes, minutes
+  // per case; the search below judges dozens).
   rc::detail::TestListenerAdapter listener;
   const auto run_at = [&](const gen::SizeShape& s, uint64_t case_seed) {
     ctx.set_size(s);
@@ -109,18 +113,33 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     params.disableShrinking = true;
     rc::detail::TestMetadata metadata;
     metadata.id = property + "/real-size";
+    Verdict verdict = Verdict::discarded;  // the draw's own discards end as GaveUp
     const auto testable = [&] {
       const Case c = draw(ctx);
       ctx.begin(c);
-      judge(ctx, c);
+      verdict = Verdict::pass;
+      try {
+        judge(ctx, c);
+      } catch (const rc::detail::CaseResult& r) {
+        if (r.type == rc::detail::CaseResult::Type::Discard) {
+          verdict = Verdict::discarded;
+          throw;  // RapidCheck draws other values at this shape
+        }
+        if (r.type == rc::detail::CaseResult::Type::Failure) verdict = Verdict::fail;
+      } catch (const std::exception& e) {  // a failure, as RapidCheck would take it
+        verdict = Verdict::fail;
+        try {
+          ctx.fail(fmt::format("exception while judging: {}", e.what()));
+        } catch (const rc::detail::CaseResult&) {
+        }
+      }
     };
     const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
                                                   params, listener, {});
     rc::detail::SuccessResult success;
-    rc::detail::FailureResult failure;
-    if (result.match(failure)) return Verdict::fail;
-    if (result.match(success)) return Verdict::pass;
-    return Verdict::discarded;
+    rc::detail::GaveUpResult gave_up;
+    if (result.match(success)) return verdict;
+    return result.match(gave_up) ? Verdict::discarded : Verdict::fail;
   };
 
   for (size_t k = 0; k < shapes.size(); ++k) {

@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
+#include "properties/harness.h"
 #include "tests/impls/size_dependent_twins.h"
 
 namespace attncheck {
@@ -178,6 +180,56 @@ TEST(Runner, ShrinkingDropsSlicesTheFailureDoesNotNeed) {
   ASSERT_TRUE(gqa.counterexample);
   EXPECT_GE(gqa.counterexample->kv_heads, 2) << gqa.message;
   EXPECT_GT(gqa.counterexample->heads, gqa.counterexample->kv_heads) << gqa.message;
+}
+
+TEST(Runner, ARealSizeFailureIsDrawnOncePerJudgement) {
+  // A judge that fails every case: the real-size phase finds a failure at
+  // its first shape and searches the smallest failing one, judging dozens
+  // of cases. Each must draw its values once. RapidCheck, given a failing
+  // case, draws it again to print it: at real sizes that printed every
+  // element of a gigabyte problem, minutes per judgement (a thorough run
+  // stalled for half an hour in the search).
+  const auto impl = find_impl("loop_f32");
+  ASSERT_TRUE(impl);
+  RunConfig config = ci_config();
+  CaseContext ctx(*impl, DType::f32, config);
+  int draws = 0, judged = 0;
+  const Problem tiny = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 1, 1);
+  const DrawFn draw = [&](CaseContext&) {
+    (void)*rc::gen::map(rc::gen::just(0), [&](int v) {
+      ++draws;
+      return v;
+    });
+    return attncheck::Case{tiny};
+  };
+  const JudgeFn judge = [&](CaseContext& c, const attncheck::Case&) {
+    ++judged;
+    c.fail("every case fails");
+  };
+  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  EXPECT_TRUE(phase.failed);
+  EXPECT_GT(judged, 5) << "the search judged too few shapes to say anything";
+  EXPECT_EQ(draws, judged);
+}
+
+TEST(Runner, ARealSizeDiscardIsDrawnAgainAtItsShape) {
+  // A discarded real-size case (ill-conditioned values, say) is drawn
+  // again at the same shape, as RapidCheck does for the small problems:
+  // here the first draw at every shape is discarded and the second fails,
+  // and the phase must find it.
+  const auto impl = find_impl("loop_f32");
+  ASSERT_TRUE(impl);
+  RunConfig config = ci_config();
+  CaseContext ctx(*impl, DType::f32, config);
+  std::set<std::string> seen;
+  const Problem tiny = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 1, 1);
+  const DrawFn draw = [&](CaseContext&) { return attncheck::Case{tiny}; };
+  const JudgeFn judge = [&](CaseContext& c, const attncheck::Case&) {
+    if (seen.insert(c.spec().size->describe()).second) c.discard("the first draw at a shape");
+    c.fail("the second draw fails");
+  };
+  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  EXPECT_TRUE(phase.failed) << phase.discarded << " shapes discarded";
 }
 
 TEST(Runner, SameSeedSameOutcome) {
