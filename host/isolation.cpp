@@ -26,9 +26,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -300,6 +302,7 @@ enum Reply : uint8_t {
   kDescribed = 6,   // a plugin's descriptors (describe mode)
   kInputError = 7,  // the plugin could not be loaded (describe mode)
   kReady = 8,       // the worker has built its implementation
+  kReceived = 9,    // the worker has decoded the request; the call starts now
 };
 
 // argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode
@@ -319,18 +322,21 @@ std::atomic<int> workers_alive{0};
 // Writes the whole frame; false when the peer is gone. MSG_NOSIGNAL: a
 // dead peer is an error return, not a SIGPIPE.
 bool send_frame(int fd, const std::string& payload) {
-  std::string frame;
+  // The length, then the payload where it is (no copy: a request can be a
+  // gigabyte).
   const uint64_t n = payload.size();
-  frame.append(reinterpret_cast<const char*>(&n), sizeof n);
-  frame.append(payload);
-  size_t done = 0;
-  while (done < frame.size()) {
-    const ssize_t k = ::send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    done += static_cast<size_t>(k);
-  }
-  return true;
+  const auto send_all = [fd](const char* data, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t k = ::send(fd, data + done, size - done, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;
+      done += static_cast<size_t>(k);
+    }
+    return true;
+  };
+  return send_all(reinterpret_cast<const char*>(&n), sizeof n) &&
+         send_all(payload.data(), payload.size());
 }
 
 // Blocking read of n bytes; false at end of file or on an error.
@@ -371,15 +377,26 @@ Writer error_reply(Reply kind, const std::string& what) {
   return w;
 }
 
-// Answers one request of the harness.
-Writer answer(const Implementation& impl, const std::string& request) {
+// Answers one request of the harness. `received` is called once the
+// request is decoded, before the implementation runs: the call's time
+// limits count from there (decoding a real-size problem is the harness's
+// time, not the implementation's). The request's bytes are freed then;
+// the decoded problem is left in `problem`, freed after the reply is sent
+// (unmapping it is not the implementation's time either).
+Writer answer(const Implementation& impl, std::string&& request,
+              const std::function<void()>& received, std::optional<Problem>& problem) {
   Reader r(request);
   const auto op = r.get<uint8_t>();
+  const auto decoded = [&] {
+    std::string().swap(request);
+    received();
+  };
   Writer ok;
   if (op == kLayerRun) {
     const auto* layer = dynamic_cast<const Layer*>(&impl);
     if (!layer) throw std::runtime_error("the implementation does not implement attncheck::Layer");
     const auto [lw, x] = get_layer_call(r);
+    decoded();
     const LayerResult y = layer->run(lw, x);
     ok.put<uint8_t>(kLayerResult);
     ok.put(y.status);
@@ -387,7 +404,8 @@ Writer answer(const Implementation& impl, const std::string& request) {
     ok.put_vec(y.y);
     return ok;
   }
-  const Problem p = get_problem(r);
+  const Problem& p = problem.emplace(get_problem(r));
+  decoded();
   if (op == kForward) {
     const ForwardResult f = impl.forward(p);
     ok.put<uint8_t>(kForwardResult);
@@ -421,8 +439,16 @@ Writer answer(const Implementation& impl, const std::string& request) {
     if (!read_exact(fd, request.data(), n)) _exit(0);
     forked = false;
     Writer w;
+    std::optional<Problem> problem;
     try {
-      w = answer(impl, request);
+      w = answer(
+          impl, std::move(request),
+          [fd] {
+            Writer received;
+            received.put<uint8_t>(kReceived);
+            reply(fd, received);
+          },
+          problem);
     } catch (const PluginContractError& e) {
       w = error_reply(kContractError, e.what());
     } catch (const std::exception& e) {
@@ -435,6 +461,7 @@ Writer answer(const Implementation& impl, const std::string& request) {
                                "(its copy returned into the harness's worker)");
     }
     reply(fd, w);
+    problem.reset();
   }
 }
 
@@ -704,8 +731,8 @@ struct CallLimits {
 // removed) within the limits; a death instead of a reply.
 std::variant<std::string, Death> exchange(Worker& worker, const std::string* request,
                                           CallLimits limits, const char* what) {
-  const double cpu_start = worker.cpu_ms();
-  const auto wall_start = std::chrono::steady_clock::now();
+  double cpu_start = worker.cpu_ms();
+  auto wall_start = std::chrono::steady_clock::now();
   const auto died = [&]() -> Death {
     return {Death::Kind::died,
             fmt::format("the implementation {} during {} (it ran in a worker process; the next "
@@ -719,9 +746,13 @@ std::variant<std::string, Death> exchange(Worker& worker, const std::string* req
                                            what, why)};
   };
   if (request && !send_frame(worker.fd(), *request)) return died();
+  // A request's limits count from the worker's "received": reading and
+  // decoding a real-size problem (a gigabyte of first-touched memory,
+  // seconds of CPU on some machines) is not the implementation's time.
+  // Until then the worker runs only this file's decoding, which ends (or
+  // it dies, or the user interrupts: both end the wait too).
+  bool running = request == nullptr;
   std::string buf;
-  uint64_t need = sizeof(uint64_t);
-  bool have_header = false;
   std::vector<char> chunk(1 << 16);
   for (;;) {
     if (cancel_requested()) {
@@ -735,21 +766,24 @@ std::variant<std::string, Death> exchange(Worker& worker, const std::string* req
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0) return died();
       buf.append(chunk.data(), static_cast<size_t>(k));
-      if (!have_header && buf.size() >= sizeof(uint64_t)) {
+      // The frames in buf: the worker's "received" (the limits restart
+      // from it), then its reply, which must be the last bytes.
+      while (buf.size() >= sizeof(uint64_t)) {
+        uint64_t need = 0;
         std::memcpy(&need, buf.data(), sizeof need);
-        if (need > kMaxFrameBytes || need < sizeof(int32_t)) {
+        if (need > kMaxFrameBytes || need < sizeof(int32_t) + 1) {
           worker.stop();
           return Death{Death::Kind::died, fmt::format("the worker sent a malformed reply during {} "
                                                       "(something in it wrote to its channel)",
                                                       what)};
         }
         need += sizeof(uint64_t);
-        have_header = true;
-      }
-      if (have_header && buf.size() >= need) {
+        if (buf.size() < need) break;
         int32_t sender = 0;
         std::memcpy(&sender, buf.data() + sizeof(uint64_t), sizeof sender);
-        if (sender != worker.pid() || buf.size() > need) {
+        const auto kind = static_cast<uint8_t>(buf[sizeof(uint64_t) + sizeof(int32_t)]);
+        const bool received = request && kind == kReceived;
+        if (sender != worker.pid() || (!received && buf.size() > need)) {
           worker.stop();
           return Death{Death::Kind::died,
                        fmt::format("a second process (pid {}) answered during {}: the "
@@ -757,7 +791,11 @@ std::variant<std::string, Death> exchange(Worker& worker, const std::string* req
                                    "were stopped",
                                    sender, what)};
         }
-        return buf.substr(sizeof(uint64_t) + sizeof(int32_t));
+        if (!received) return buf.substr(sizeof(uint64_t) + sizeof(int32_t));
+        buf.erase(0, need);
+        running = true;
+        cpu_start = worker.cpu_ms();
+        wall_start = std::chrono::steady_clock::now();
       }
     } else if (ready < 0 && errno != EINTR) {
       return died();
@@ -766,6 +804,7 @@ std::variant<std::string, Death> exchange(Worker& worker, const std::string* req
     const double wall =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
             .count();
+    if (!running) continue;
     if (limits.cpu_ms > 0 && cpu > limits.cpu_ms) {
       return hung(fmt::format("it used more than {:.0f} ms of CPU time (--timeout-ms)",
                               limits.cpu_ms));
