@@ -6,7 +6,7 @@
 // size (a 64-key tile bug fails at 65 and 129 but not at 100), so the
 // search walks the length grid upwards and bisects: the reported length n
 // fails and n - 1 and every grid length below n pass. Then head dims,
-// heads and batch the same way.
+// heads and batch the same way, and last the values (a few simpler kinds).
 
 #include <algorithm>
 #include <functional>
@@ -38,7 +38,8 @@ Plan plan_for(AtSize at_size, Profile profile) {
 bool same(const gen::SizeShape& a, const gen::SizeShape& b) {
   return a.batch == b.batch && a.heads == b.heads && a.kv_heads == b.kv_heads && a.tq == b.tq &&
          a.tk == b.tk && a.dk == b.dk && a.dv == b.dv && a.causal == b.causal &&
-         a.align == b.align && a.key_padding == b.key_padding;
+         a.align == b.align && a.key_padding == b.key_padding && a.small_values == b.small_values &&
+         a.zero_queries == b.zero_queries;
 }
 
 // The smallest n in [1, start] with fails(n), searched as the header says;
@@ -217,6 +218,18 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     for (int64_t b = 1; b < cur.batch; ++b) {
       gen::SizeShape s = cur;
       s.batch = b;
+      if (fails(s)) {
+        cur = s;
+        break;
+      }
+    }
+    // Values: the simplest of these that still fails, at the shape found
+    // (element-wise shrinking, as for small problems, would cost thousands
+    // of calls here): q = 0 and small integers, small integers, q = 0.
+    for (const auto& [small, zero_q] : {std::pair{true, true}, {true, false}, {false, true}}) {
+      gen::SizeShape s = cur;
+      s.small_values = small;
+      s.zero_queries = zero_q;
       if (fails(s)) {
         cur = s;
         break;

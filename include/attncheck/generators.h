@@ -26,6 +26,10 @@ struct SizeShape {
   bool causal = false;
   Align align = Align::top_left;
   bool key_padding = false;  ///< a padded tail of keys per batch
+  /// Simpler values, for the search's last step (real_sizes.cpp): every
+  /// element a small integer in [-3, 3] (exact sums), and q = 0 (every
+  /// allowed key the same score: uniform weights).
+  bool small_values = false, zero_queries = false;
   std::string label;         ///< what the shape is for ("tk 4097 decode, padded")
 
   /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.

@@ -292,7 +292,8 @@ Problem draw_sized(const GenSpec& spec) {
   constexpr Regime kVRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int, Regime::large};
   const auto fill = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols, bool is_v) {
     const uint64_t r = hash(seed, id, 99, 0, 0, 0);
-    const Regime regime = is_v ? kVRegimes[r % 4] : kQkRegimes[r % 3];
+    const Regime regime =
+        s.small_values ? Regime::small_int : is_v ? kVRegimes[r % 4] : kQkRegimes[r % 3];
     count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
     const int large = is_v ? v_large : std::min(qk_large, 3);
     for (int64_t b = 0; b < s.batch; ++b)
@@ -304,7 +305,7 @@ Problem draw_sized(const GenSpec& spec) {
             t.at(b, h, i, c) = round_to(spec.dtype, seeded_value(regime, x, large));
           }
   };
-  fill(p.q, 1, s.heads, s.tq, s.dk, false);
+  if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false);
   fill(p.k, 2, s.kv_heads, s.tk, s.dk, false);
   fill(p.v, 3, s.kv_heads, s.tk, s.dv, true);
   if (coverage) {

@@ -52,11 +52,12 @@ int64_t allowed_dim(int64_t d, const Limits& lim) {
 }  // namespace
 
 std::string SizeShape::describe() const {
-  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}", batch, heads, kv_heads, tq, tk, dk,
-                     dv,
+  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}{}{}", batch, heads, kv_heads, tq,
+                     tk, dk, dv,
                      causal ? (align == Align::bottom_right ? " causal bottom-right" : " causal")
                             : "",
-                     key_padding ? " padded" : "");
+                     key_padding ? " padded" : "", zero_queries ? ", q = 0" : "",
+                     small_values ? ", values small integers" : "");
 }
 
 std::vector<int64_t> length_grid() {
