@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
@@ -131,6 +132,14 @@ TEST(Generator, EmptyRowProblemsAlwaysHaveOne) {
 TEST(Generator, ShrinksToTheSimplestCounterexample) {
   gen::GenSpec spec = full_spec();
   Problem last;
+  // A fixed seed, quiet. RapidCheck's default is a new seed every run, and
+  // its greedy shrinking can stop at a local minimum (seed
+  // 3759944160275326999 ends at dk = 2, the keys differing in the second
+  // component): that failed a clean-clone run. Seeds 1 to 20 all reach
+  // the simplest case.
+  rc::detail::TestParams params;
+  params.seed = 1;
+  rc::detail::TestListenerAdapter listener;
   const auto result = rc::detail::checkTestable([&] {
     const Problem p = *gen::problem(spec);
     bool differ = false;
@@ -140,7 +149,7 @@ TEST(Generator, ShrinksToTheSimplestCounterexample) {
       last = p;
       RC_FAIL("keys differ");
     }
-  });
+  }, rc::detail::TestMetadata{}, params, listener);
   ASSERT_TRUE(result.template is<rc::detail::FailureResult>());
   EXPECT_EQ(last.batch, 1);
   EXPECT_EQ(last.heads, 1);
