@@ -118,6 +118,30 @@ double gamma(double n, double u) {
 
 namespace {
 
+// The terms of a row of n allowed keys (plus the sink's, `sink`) that
+// depend on n alone, whatever the values: gamma_n for the n terms of l
+// (and of P.V), and eps, the error of each weight's exponentials: each exp
+// errs by e ulps = 2e u, plus the rounding of its argument and of its use
+// (2u), (2e + 2) u per exp, and an online softmax takes 1 + r of them per
+// weight (r rescales, one per block after the first), plus u_p for the
+// cast of P.
+struct LengthTerms {
+  double gamma_n, eps;
+};
+
+LengthTerms length_terms(double n, bool sink, const PrecisionTraits& t) {
+  const double u_a = unit_roundoff(t.accum);
+  // P.V in another format rounds each weight once more; no cast, no term.
+  const double u_p = t.p_cast == t.accum ? 0.0 : unit_roundoff(t.p_cast);
+  const double r =
+      t.key_block > 0 ? std::ceil(n / static_cast<double>(t.key_block)) - 1 : 0.0;
+  return {gamma(n + (sink ? 1 : 0), u_a), (2 * t.exp_ulps + 2) * (1 + r) * u_a + u_p};
+}
+
+bool beyond_first_order(const LengthTerms& l) {
+  return l.gamma_n > kFirstOrderLimit || l.eps > kFirstOrderLimit;
+}
+
 // The tolerances of a dense problem (a varlen one's sequence).
 Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
                             const PrecisionTraits& t) {
@@ -128,8 +152,6 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   tol.ill_conditioned.assign(o.lse.size(), 0);
 
   const double u_a = unit_roundoff(t.accum);
-  // P.V in another format rounds each weight once more; no cast, no term.
-  const double u_p = t.p_cast == t.accum ? 0.0 : unit_roundoff(t.p_cast);
   // The output is rounded to its format. When that is the accumulation
   // format the cast is exact, and u_o then pays for the oracle's own
   // rounding of the exact value to the double it reports (|c - fl(c)| <=
@@ -188,8 +210,11 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         const double m = o.row_max[row];
         const double l = o.row_sum[row];
         const double n = static_cast<double>(o.row_allowed[row]);
-        // l sums n exponentials, and the sink's.
-        const double gamma_n = gamma(n + (sinks ? 1 : 0), u_a);
+        // l sums n exponentials, and the sink's; eps: each weight's
+        // exponentials (length_terms).
+        const LengthTerms terms = length_terms(n, sinks, t);
+        const double gamma_n = terms.gamma_n;
+        const double eps = terms.eps;
 
         double sum_aD = 0;
         bool overflows = false;
@@ -233,16 +258,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         // Four roundings of |m| + log l: the log, the addition, and the
         // subtraction s_j - lse with its re-association.
         const double N = 4 * u_a * (std::fabs(m) + std::log(l));
-        // Online softmax: each of the r rescales multiplies by one more exp.
-        const double r = t.key_block > 0
-                             ? std::ceil(n / static_cast<double>(t.key_block)) - 1
-                             : 0.0;
-        // Each exp errs by e ulps = 2e u, plus the rounding of its argument
-        // and of its use (2u): (2e + 2) u per exp, (1 + r) exps per weight.
-        const double eps = (2 * e + 2) * (1 + r) * u_a + u_p;
-
-        if (overflows || sum_aD > kFirstOrderLimit || eps > kFirstOrderLimit ||
-            gamma_n > kFirstOrderLimit) {
+        if (overflows || sum_aD > kFirstOrderLimit || beyond_first_order(terms)) {
           tol.ill_conditioned[row] = 1;
           ++tol.ill_conditioned_rows;
           continue;
@@ -366,6 +382,27 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
     }
   }
   return tol;
+}
+
+bool beyond_first_order_by_length(const Problem& p, const PrecisionTraits& t) {
+  if (p.varlen()) return false;
+  const bool sinks = !p.sink.empty();
+  // The shortest row beyond (both terms grow with n), if any up to tk.
+  int64_t shortest = -1;
+  for (int64_t n = 0; n <= p.tk && shortest < 0; ++n)
+    if (beyond_first_order(length_terms(static_cast<double>(n), sinks, t))) shortest = n;
+  if (shortest < 0) return false;
+  // A row without keys nor sink is empty: compared exactly, never bounded.
+  const int64_t need = std::max<int64_t>(shortest, sinks ? 0 : 1);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        int64_t n = 0;
+        if (n >= need) return true;
+        for (int64_t j = 0; j < p.tk; ++j)
+          if (p.allowed(b, h, i, j) && ++n >= need) return true;
+      }
+  return false;
 }
 
 }  // namespace attncheck

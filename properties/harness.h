@@ -68,6 +68,17 @@ class CaseContext {
   /// tolerance wide, else the certified oracle.
   std::pair<OracleResult, Tolerances> reference(const Problem& p);
 
+  /// At real sizes, discards the case before any call when the lengths of
+  /// p's rows alone put one beyond the first-order analysis of the
+  /// declared precision (tolerance.h: beyond_first_order_by_length), as
+  /// reference(p) would after the calls, which at these sizes are the cost
+  /// (LibTorch's bf16 products: seconds each, for a case that cannot be
+  /// judged). A judge that always compares against p's tolerances asks
+  /// first; exact judges do not (they judge such shapes). Small problems
+  /// keep their order: call, then reference (a failure before the reference
+  /// is still a failure there).
+  void screen(const Problem& p);
+
   /// Fails the case when the comparison failed, else records its budget.
   void expect(const Comparison& c, const std::string& what);
 

@@ -59,6 +59,7 @@ void judge_permutation(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   const auto qp = c.args.at("query_permutation").get<std::vector<int64_t>>();
   const auto kp = c.args.at("key_permutation").get<std::vector<int64_t>>();
+  ctx.screen(p);
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rp = ctx.call_ok(permuted(p, qp, kp));
   const auto [o, t] = ctx.reference(p);
@@ -132,6 +133,7 @@ Case draw_translation(CaseContext& ctx) {
 
 void judge_translation(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
+  ctx.screen(p);
   const auto w = c.args.at("w").get<std::vector<double>>();
   Problem shifted = p;
   for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
@@ -167,6 +169,7 @@ void judge_layout(CaseContext& ctx, const Case& c) {
   const gen::Layout layout = name == "bthd"     ? gen::Layout::bthd
                              : name == "padded" ? gen::Layout::padded
                                                 : gen::Layout::contiguous;
+  ctx.screen(p);
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rl = ctx.call_ok(gen::with_layout(p, layout));
   const auto [o, t] = ctx.reference(p);

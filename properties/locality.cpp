@@ -194,6 +194,7 @@ void judge_slice(CaseContext& ctx, const Case& c) {
 void judge_gqa(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   // Multi-head attention with each K/V head repeated for its group.
+  ctx.screen(p);
   const Problem mha = expand_kv_heads(p);
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rm = ctx.call_ok(mha);

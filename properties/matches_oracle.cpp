@@ -15,6 +15,7 @@ namespace {
 
 void judge_against_oracle(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
+  ctx.screen(p);
   const ForwardResult r = ctx.call_ok(p);
   for (size_t k = 0; k < r.out.size(); ++k) {
     if (!std::isfinite(r.out[k])) {

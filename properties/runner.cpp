@@ -146,6 +146,12 @@ std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
   return {std::move(o), std::move(t)};
 }
 
+void CaseContext::screen(const Problem& p) {
+  if (size_ && beyond_first_order_by_length(p, info().precision)) {
+    discard("ill-conditioned (beyond first-order analysis)");
+  }
+}
+
 void CaseContext::expect(const Comparison& c, const std::string& what) {
   if (c.ok()) {
     passed(c.max_budget_used);

@@ -22,6 +22,7 @@ Case draw_constant(CaseContext& ctx) {
 
 void judge_constant(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
+  ctx.screen(p);
   const ForwardResult r = ctx.call_ok(p);
   const auto [o, t] = ctx.reference(p);
   // With a sink (SPEC 2) o_i = (1 - a_sink) v: the reference's output,
@@ -45,6 +46,7 @@ void judge_constant(CaseContext& ctx, const Case& c) {
 
 void judge_convex_hull(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
+  ctx.screen(p);
   const ForwardResult r = ctx.call_ok(p);
   const auto [o, t] = ctx.reference(p);
   Comparison cmp;
@@ -110,6 +112,7 @@ Case draw_linearity(CaseContext& ctx) {
 
 void judge_linearity(CaseContext& ctx, const Case& c) {
   const Problem& p1 = c.problem;
+  ctx.screen(p1);
   const double a = c.args.at("a"), b = c.args.at("b");
   const Problem p2 = with_values(p1, 0.0, 1.0);
   const Problem p3 = with_values(p1, a, b);

@@ -22,6 +22,7 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
     ctx.discard("V = I beyond the profile's size cap");
   }
   const Problem p = returned ? c.problem : with_identity_values(c.problem);
+  ctx.screen(p);
   ForwardResult r = ctx.call_ok(p);
   auto [o, t] = ctx.reference(p);
   if (!returned) {

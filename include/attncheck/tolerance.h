@@ -49,6 +49,15 @@ static_assert(1 / ((1 - kFirstOrderLimit) * (1 - kFirstOrderLimit)) < kSecondOrd
 Tolerances tolerances(const Problem& p, const OracleResult& o,
                       const PrecisionTraits& t);
 
+/// Whether tolerances(p, oracle(p), t) marks some row ill-conditioned by
+/// its number of allowed keys alone, whatever the values: gamma_n (or the
+/// exponentials' error eps, which grows with an online softmax's blocks)
+/// above kFirstOrderLimit; a bf16 accumulation (u = 2^-8) is beyond from
+/// 24 keys. A judge at real sizes asks this before calling the
+/// implementation, whose call is then wasted (CaseContext::screen). False
+/// for varlen problems (their sequences are not looked at).
+bool beyond_first_order_by_length(const Problem& p, const PrecisionTraits& t);
+
 /// gamma_n = n u / (1 - n u) (Higham's bound for n roundings), +inf when
 /// n u >= 1.
 double gamma(double n, double u);

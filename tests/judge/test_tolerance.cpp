@@ -90,6 +90,51 @@ TEST(Tolerance, HugeScoresInLowPrecisionAreIllConditioned) {
   EXPECT_EQ(tolerances(p, o, traits(DType::f64)).ill_conditioned_rows, 0);
 }
 
+TEST(Tolerance, RowsBeyondFirstOrderByLengthAreThoseTheTolerancesMark) {
+  // With zero inputs the values add nothing (sum a_j D_j = 0): a row is
+  // ill-conditioned exactly when its length is, so the screen the real-size
+  // phase asks before calling (beyond_first_order_by_length) must say
+  // "beyond" exactly when tolerances() marks some row. bf16 accumulation:
+  // gamma_n > 0.1 from n = 24 (n u / (1 - n u), u = 2^-8); with 1-key
+  // blocks and 4-ulp exps eps = 10 (1 + r) u passes 0.1 at r = 2 (3 keys).
+  PrecisionTraits gamma_bound = traits(DType::bf16);
+  PrecisionTraits eps_bound = traits(DType::bf16, 4);
+  eps_bound.key_block = 1;
+  int beyond = 0, within = 0;
+  for (const PrecisionTraits& t : {gamma_bound, eps_bound})
+    for (int64_t tk : {1, 2, 3, 4, 22, 23, 24, 25, 40})
+      for (int64_t tq : {1, 3, 30})
+        for (int variant = 0; variant < 5; ++variant) {
+          Problem p = Problem::zeros(DType::bf16, 2, 2, 1, tq, tk, 3, 2);
+          if (variant == 1) p.causal = true;  // top-left: row i has i + 1 keys
+          if (variant == 2) {
+            p.causal = true;
+            p.align = Align::bottom_right;
+          }
+          if (variant == 3) {  // batch 1 keeps half its keys, batch 0 all but one
+            p.key_valid.assign(static_cast<size_t>(2 * tk), 1);
+            p.key_valid[static_cast<size_t>(tk - 1)] = 0;
+            for (int64_t j = (tk + 1) / 2; j < tk; ++j) p.key_valid[static_cast<size_t>(tk + j)] = 0;
+          }
+          if (variant == 4) p.sink = {0.0, -1.0};  // n + 1 terms in l
+          const bool screened = beyond_first_order_by_length(p, t);
+          const int64_t marked = tolerances(p, oracle(p), t).ill_conditioned_rows;
+          ASSERT_EQ(screened, marked > 0) << "tk " << tk << " tq " << tq << " variant " << variant
+                                          << " key_block " << t.key_block;
+          (screened ? beyond : within) += 1;
+        }
+  EXPECT_GT(beyond, 50);
+  EXPECT_GT(within, 50);
+  // The boundary, dense: 23 keys within, 24 beyond; a sink counts as one.
+  Problem p = Problem::zeros(DType::bf16, 1, 1, 1, 1, 23, 4, 4);
+  EXPECT_FALSE(beyond_first_order_by_length(p, gamma_bound));
+  p.sink = {0.0};
+  EXPECT_TRUE(beyond_first_order_by_length(p, gamma_bound));
+  // f32 and f64 accumulations are far from it at real sizes.
+  const Problem big = Problem::zeros(DType::f32, 1, 1, 1, 1, 20000, 4, 4);
+  EXPECT_FALSE(beyond_first_order_by_length(big, traits(DType::f32)));
+}
+
 TEST(Tolerance, MaskedWeightsAndEmptyRowsHaveZeroTolerance) {
   Problem p = exercise_one();
   p.mask = Broadcast<uint8_t>{1, 1, {1, 0, 0, 0}};
