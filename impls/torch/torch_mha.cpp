@@ -24,6 +24,14 @@
 //   head.
 // Inputs are rearranged into the [t][B][E] layout, so STRIDES is not
 // declared: torch would only ever see the adapter's contiguous copy.
+// - cost: the identity projections are real GEMMs, 2 (tq + 2 tk) E^2 + 2 tq
+//   E^2 flops per batch entry, quadratic in E = heads * dk where the
+//   attention itself is linear. A thorough real-size shape (32 heads of
+//   dk 192, E = 6144, 3945 keys: 6e11 flops) took more than the default
+//   10 s of CPU per call and was reported as a hang. The adapter declares
+//   batch * heads <= 8 and dk <= 128 (E <= 1024, the width of the models
+//   nn.MultiheadAttention serves): at 16384 keys 1.4e11 flops at most, a
+//   few seconds, under the limit, and real-size shapes are fitted to it.
 
 #include <cmath>
 #include <cstring>
@@ -108,6 +116,8 @@ ATTNCHECK_REGISTER_IMPL([] {
   use_configured_threads();
   Limits limits;
   limits.dv_equals_dk = true;
+  limits.max_batch_heads = 8;  // with dk_max: E <= 1024 (the cost note above)
+  limits.dk_max = 128;
   return std::make_shared<FunctionImpl>(
       adapter_info("torch_mha_f32", DType::f32, kMhaFeatures, limits,
                    "LibTorch 1.13 torch::nn::functional::multi_head_attention_forward in float "

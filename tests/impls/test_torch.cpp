@@ -12,10 +12,12 @@
 #include <ATen/ATen.h>
 #include <torch/nn/functional/activation.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <set>
@@ -26,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attncheck/generators.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/fixture.h"
@@ -101,6 +104,31 @@ void expect_matches_reference(const std::string& adapter, const Problem& p,
   const double tolerance = p.dtype == DType::f64 ? 1e-13 : 1e-5;
   EXPECT_LE(max_difference(got.out, want.out), tolerance);
   EXPECT_LE(max_difference(got.weights, want.weights), tolerance);
+}
+
+TEST(TorchAdapters, MhaRealSizeShapesKeepTheIdentityProjectionsAffordable) {
+  // torch_mha_f32's identity projections cost 2 (tq + 2 tk) E^2 + 2 tq E^2
+  // flops per batch entry (E = heads * dk; torch_mha.cpp). Before its limits
+  // a thorough shape needed 6e11 and was killed as a hang (10 s of CPU).
+  // Every real-size shape, fixed or random, fitted to the adapter's
+  // declaration, must stay within 1.4e11 (a few seconds at the tens of
+  // GFLOP/s OpenBLAS reaches on one core here).
+  const auto mha = impl("torch_mha_f32");
+  double worst = 0;
+  for (Profile profile : {Profile::ci, Profile::thorough}) {
+    const gen::GenSpec spec = gen::spec_for(mha->info(), DType::f32, profile);
+    std::vector<gen::SizeShape> shapes = gen::fixed_real_shapes(profile);
+    for (uint64_t seed = 0; seed < 2000; ++seed) shapes.push_back(gen::random_real_shape(profile, seed));
+    for (const gen::SizeShape& s : shapes) {
+      const gen::SizeShape f = gen::fit_shape(s, spec, gen::size_cost_cap(profile),
+                                              gen::reference_weight(mha->info()));
+      const double e = static_cast<double>(f.heads * f.dk);
+      worst = std::max(worst, static_cast<double>(f.batch) * (2.0 * (f.tq + 2 * f.tk) + 2.0 * f.tq) * e * e);
+    }
+  }
+  std::cout << "largest projection cost of a fitted real-size shape: " << worst << " flops\n";
+  EXPECT_LE(worst, 1.4e11);
+  EXPECT_GT(worst, 1e9);  // real sizes do reach the adapter
 }
 
 TEST(TorchAdapters, AreRegisteredAsAdaptersWithWhatTorchSupports) {
