@@ -135,7 +135,8 @@ LengthTerms length_terms(double n, bool sink, const PrecisionTraits& t) {
   const double u_p = t.p_cast == t.accum ? 0.0 : unit_roundoff(t.p_cast);
   const double r =
       t.key_block > 0 ? std::ceil(n / static_cast<double>(t.key_block)) - 1 : 0.0;
-  return {gamma(n + (sink ? 1 : 0), u_a), (2 * t.exp_ulps + 2) * (1 + r) * u_a + u_p};
+  const double e = t.exp_ulps;  // in double: 2e + 2 must not wrap for huge declarations
+  return {gamma(n + (sink ? 1 : 0), u_a), (2 * e + 2) * (1 + r) * u_a + u_p};
 }
 
 bool beyond_first_order(const LengthTerms& l) {

@@ -130,6 +130,12 @@ TEST(Tolerance, RowsBeyondFirstOrderByLengthAreThoseTheTolerancesMark) {
   EXPECT_FALSE(beyond_first_order_by_length(p, gamma_bound));
   p.sink = {0.0};
   EXPECT_TRUE(beyond_first_order_by_length(p, gamma_bound));
+  // A wild exp error (a plugin may declare any uint32) is beyond at once:
+  // 2e + 2 is taken in double, not wrapped to 2 in 32 bits.
+  const Problem one = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 4, 4);
+  const PrecisionTraits wild = traits(DType::f32, 0x80000000u);
+  EXPECT_TRUE(beyond_first_order_by_length(one, wild));
+  EXPECT_EQ(tolerances(one, oracle(one), wild).ill_conditioned_rows, 1);
   // f32 and f64 accumulations are far from it at real sizes.
   const Problem big = Problem::zeros(DType::f32, 1, 1, 1, 1, 20000, 4, 4);
   EXPECT_FALSE(beyond_first_order_by_length(big, traits(DType::f32)));
