@@ -54,8 +54,8 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
 /// exponentials' error eps, which grows with an online softmax's blocks)
 /// above kFirstOrderLimit; a bf16 accumulation (u = 2^-8) is beyond from
 /// 24 keys. A judge at real sizes asks this before calling the
-/// implementation, whose call is then wasted (CaseContext::screen). False
-/// for varlen problems (their sequences are not looked at).
+/// implementation, whose result could not be judged (CaseContext::screen).
+/// False for varlen problems (their sequences are not looked at).
 bool beyond_first_order_by_length(const Problem& p, const PrecisionTraits& t);
 
 /// gamma_n = n u / (1 - n u) (Higham's bound for n roundings), +inf when
