@@ -15,9 +15,19 @@ namespace {
 // The algorithm family of a built-in name: "loop", "batched", "online"...
 std::string family(const std::string& name) { return name.substr(0, name.find('_')); }
 
-// The partner: another reference implementation in the same dtype, of
-// another algorithm family when there is one (two runs of the same kernel
-// agreeing proves little), declaring the most features.
+// Those of `info`'s combinations with output `dtype` that `other` declares
+// too: the problems both may be handed.
+std::vector<DTypeCombo> shared_combos(const ImplInfo& info, const ImplInfo& other, DType dtype) {
+  std::vector<DTypeCombo> v;
+  for (const DTypeCombo& c : info.combos_with_output(dtype))
+    if (other.supports(c)) v.push_back(c);
+  return v;
+}
+
+// The partner: another reference implementation sharing a format
+// combination in this output dtype, of another algorithm family when there
+// is one (two runs of the same kernel agreeing proves little), declaring
+// the most features.
 std::shared_ptr<const Implementation> partner_for(const ImplInfo& info, DType dtype) {
   std::shared_ptr<const Implementation> best;
   const auto rank = [&](const ImplInfo& x) {
@@ -25,7 +35,10 @@ std::shared_ptr<const Implementation> partner_for(const ImplInfo& info, DType dt
   };
   for (const auto& impl : registered_impls()) {
     const ImplInfo& other = impl->info();
-    if (other.kind != Kind::reference || other.name == info.name || !other.supports(dtype)) continue;
+    if (other.kind != Kind::reference || other.name == info.name ||
+        shared_combos(info, other, dtype).empty()) {
+      continue;
+    }
     if (!best || rank(other) > rank(best->info())) best = impl;
   }
   return best;
@@ -33,6 +46,11 @@ std::shared_ptr<const Implementation> partner_for(const ImplInfo& info, DType dt
 
 gen::GenSpec large_spec(const CaseContext& ctx, const ImplInfo& partner) {
   gen::GenSpec spec = ctx.spec();
+  // Only the formats both take (under --dtype, the one asked for, if both do).
+  std::vector<DTypeCombo> both;
+  for (const DTypeCombo& c : shared_combos(ctx.info(), partner, ctx.dtype()))
+    if (!ctx.config().combo || *ctx.config().combo == c) both.push_back(c);
+  spec.combos = both;
   // Only what both take; output-side features (weights, lse, backward,
   // nondeterminism) do not shape the problem.
   const Features shaping = ~(ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
@@ -54,6 +72,11 @@ void judge_agreement(CaseContext& ctx, const Case& c) {
   const auto partner = partner_for(ctx.info(), ctx.dtype());
   if (!partner) ctx.discard("no partner implementation");
   const ForwardResult r = ctx.call_ok(p);
+  if (!undeclared_v2_part(partner->info(), p).empty()) {
+    ctx.fail(fmt::format("attncheck drew a problem with {}, which the partner {} does not "
+                         "declare: a defect of attncheck (please report it)",
+                         undeclared_v2_part(partner->info(), p), partner->info().name));
+  }
   const ForwardResult rp = partner->forward(p);
   if (rp.status != Status::ok) ctx.discard("the partner could not compute the problem");
   const auto [o, t] = ctx.reference(p);
@@ -82,7 +105,9 @@ PropertyDef agreement_property() {
       },
       [](CaseContext& ctx) {
         const auto partner = partner_for(ctx.info(), ctx.dtype());
-        return Case{*gen::problem(large_spec(ctx, partner->info()))};
+        const gen::GenSpec spec = large_spec(ctx, partner->info());
+        if (spec.combos.empty()) ctx.discard("the partner does not take the combination asked for");
+        return Case{*gen::problem(spec)};
       },
       judge_agreement);
 }

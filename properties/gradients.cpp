@@ -33,6 +33,7 @@ std::vector<double> draw_dout(const Problem& p) {
 // generated problems have no empty rows), unsupported discards it, and
 // gradients of the wrong size fail it.
 BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
+  ctx.require_declared(p);
   BackwardResult r;
   try {
     r = ctx.impl().backward(p);

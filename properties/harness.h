@@ -56,7 +56,15 @@ class CaseContext {
 
   /// Calls forward. An exception thrown by the implementation, or a result
   /// of the wrong size, fails the case; ATTNCHECK_UNSUPPORTED discards it.
+  /// A problem outside the declaration is never handed over (require_declared).
   ForwardResult call(const Problem& p);
+
+  /// Fails the case, as a defect of attncheck, when p has a version 2 part
+  /// or a format combination the implementation does not declare (SPEC
+  /// 5.1: the harness never asks for one). Every call goes through it, a
+  /// built-in's too, so a generator that strays shows in the self-tests
+  /// and not only on plugins, whose loader refuses such a problem.
+  void require_declared(const Problem& p);
 
   /// Like call(), and a reported error is a failure too.
   ForwardResult call_ok(const Problem& p);

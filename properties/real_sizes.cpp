@@ -81,9 +81,10 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   const std::vector<gen::SizeShape> fixed = gen::fixed_real_shapes(profile);
   std::vector<gen::SizeShape> shapes;
   const auto add = [&](const gen::SizeShape& s) {
-    const gen::SizeShape f = gen::fit_shape(s, spec, cap, weight);
+    gen::SizeShape f = gen::fit_shape(s, spec, cap, weight);
     for (const auto& x : shapes)
       if (same(x, f)) return;
+    f.variant = static_cast<int64_t>(shapes.size());  // the parts it takes, in turn
     shapes.push_back(f);
   };
   if (plan.fixed_share == 0) {

@@ -71,8 +71,17 @@ SkipFn needs_features(Features features, std::string what) {
   };
 }
 
+void CaseContext::require_declared(const Problem& p) {
+  const std::string part = undeclared_v2_part(info(), p);
+  if (part.empty()) return;
+  fail(fmt::format("attncheck drew a problem with {}, which {} does not declare: a defect of "
+                   "attncheck, not of the implementation (please report it)",
+                   part, info().name));
+}
+
 ForwardResult CaseContext::call(const Problem& p) {
   last_call_ = p;
+  require_declared(p);
   ForwardResult r;
   try {
     r = impl_.forward(p);

@@ -11,7 +11,9 @@
 // with probability 0 for the fixed CI seed, which always draws the same data.
 // A scale off by a factor f multiplies X by f^2; the power against f is
 // P(f^2 X' outside the interval) with X' chi-square(N), computed below and
-// printed with every result.
+// printed with every result. Keys are stored in the K/V format of one of
+// the implementation's declared combinations; their rounding's share of
+// the variance is divided out (stored_variance).
 
 #include <cmath>
 #include <random>
@@ -55,6 +57,26 @@ double normal(std::mt19937_64& rng) {
   return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
 }
 
+// E[r(Z)^2] for Z ~ N(0, 1) and r the rounding to `format`: the variance
+// of a key element stored in it. Rounding to a coarse format (E4M3: u =
+// 2^-4) moves it from 1 by about u^2 / 3 (0.1%), which shifts X by that
+// share of N (4 of about 90 standard deviations at N = 4000) and would
+// double the stated false-alarm probability; X is divided by it, so the
+// chi-square test stands for keys in any format. Midpoint rule on [0, 12]
+// (Z beyond 12 has probability 4e-33) with step 2^-14, on r(z)^2 - z^2,
+// which is 0 for f64 and about u^2 z^2 elsewhere: the rule's error, below
+// 1e-6 of the correction for E4M3's spacings, is far beneath the test's
+// resolution.
+double stored_variance(DType format) {
+  constexpr double kStep = 0x1p-14;
+  double sum = 0;
+  for (double z = kStep / 2; z < 12; z += kStep) {
+    const double r = round_to(format, z);
+    sum += (r * r - z * z) * std::exp(-z * z / 2);
+  }
+  return 1 + 2 * sum * kStep / std::sqrt(2 * M_PI);
+}
+
 void variance_test(const Implementation& impl, DType dtype, const RunConfig& config,
                    PropertyOutcome& out) {
   const ImplInfo& info = impl.info();
@@ -63,17 +85,33 @@ void variance_test(const Implementation& impl, DType dtype, const RunConfig& con
   const int64_t dk_lo = std::max<int64_t>(4, info.limits.dk_min);
   const int64_t dk_hi = std::max(dk_lo, info.limits.dk_max > 0 ? std::min<int64_t>(64, info.limits.dk_max) : 64);
   const int64_t step = info.limits.dk_multiple > 0 ? info.limits.dk_multiple : 1;
+  // The declared combinations with this output (under --dtype, the one
+  // asked for), in turn: the keys are stored in the combination's K/V
+  // format (SPEC 5.1: nothing outside them is handed over).
+  std::vector<DTypeCombo> combos = info.combos_with_output(dtype);
+  if (config.combo) combos = {*config.combo};
+  if (combos.empty()) {
+    out.status = PropertyStatus::skipped;
+    out.message = fmt::format("no declared combination has output {}", dtype_name(dtype));
+    return;
+  }
+  std::vector<double> variance;
+  for (const DTypeCombo& f : combos) variance.push_back(stored_variance(f.kv));
   double x = 0;
   int judged = 0;
   for (int c = 0; c < n; ++c) {
+    const size_t which = static_cast<size_t>(c) % combos.size();
+    const DTypeCombo formats = combos[which];
     int64_t dk = dk_lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(dk_hi - dk_lo + 1));
     dk = (dk + step - 1) / step * step;
     const int64_t dv = info.limits.dv_equals_dk ? dk : 1;
     Problem p = Problem::zeros(dtype, 1, 1, 1, 1, 2, dk, dv);
+    if (formats.q != dtype) p.q_dtype = formats.q;  // +-1 is in every format
+    if (formats.kv != dtype) p.kv_dtype = formats.kv;
     for (int64_t t = 0; t < dk; ++t) {
       p.q.at(0, 0, 0, t) = (rng() & 1) ? 1.0 : -1.0;
-      p.k.at(0, 0, 0, t) = round_to(dtype, normal(rng));
-      p.k.at(0, 0, 1, t) = round_to(dtype, normal(rng));
+      p.k.at(0, 0, 0, t) = round_to(formats.kv, normal(rng));
+      p.k.at(0, 0, 1, t) = round_to(formats.kv, normal(rng));
     }
     if (!info.has(ATTNCHECK_FEATURE_WEIGHTS)) p = with_identity_values(p);
     const ForwardResult r = impl.forward(p);
@@ -90,7 +128,7 @@ void variance_test(const Implementation& impl, DType dtype, const RunConfig& con
     // Weights returned, or read off the output with V = I (dv = 2).
     const std::vector<double>& w = info.has(ATTNCHECK_FEATURE_WEIGHTS) ? r.weights : r.out;
     const double d = std::log(w[0]) - std::log(w[1]);
-    x += d * d / 2;
+    x += d * d / 2 / variance[which];
     ++judged;
   }
   out.cases = judged;

@@ -30,6 +30,12 @@ struct SizeShape {
   /// element a small integer in [-3, 3] (exact sums), and q = 0 (every
   /// allowed key the same score: uniform weights).
   bool small_values = false, zero_queries = false;
+  /// Which version 2 parts a draw at this shape takes, where the spec
+  /// allows them (problem_gen.cpp: SizeParts): the real-size phase numbers
+  /// its shapes, so that one run's shapes cover the declared combinations,
+  /// sinks, descales and layouts deterministically (SPEC 3), and the size
+  /// search keeps the number, and with it the parts, while it shrinks.
+  int64_t variant = 0;
   std::string label;         ///< what the shape is for ("tk 4097 decode, padded")
 
   /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.
@@ -46,6 +52,11 @@ struct GenSpec {
   int64_t max_t = 9;   ///< tq and tk range over [1, max_t]: past blocks of 4 and 8
   int64_t max_d = 5;   ///< dk and dv range over [1, max_d]
   int64_t max_bh = 4;  ///< batch and heads range over [1, max_bh] (4 heads: GQA groups of 2)
+  /// Sequences of a packed or paged batch range over [1, max_sequences]
+  /// (batch entries of a dense problem over [1, max_bh]): past 4, where a
+  /// kernel that stages cu_seqlens or block-table rows for 4 sequences
+  /// goes wrong.
+  int64_t max_sequences = 16;
   bool require_causal = false;  ///< always causal (needs FEATURE_CAUSAL)
   bool require_window = false;  ///< always windowed (needs FEATURE_WINDOW)
   bool require_gqa = false;     ///< kv_heads < heads (needs FEATURE_GQA)

@@ -109,6 +109,15 @@ struct ImplInfo {
     if (combos.empty()) return supports(d);
     return std::any_of(combos.begin(), combos.end(), [d](const DTypeCombo& c) { return c.out == d; });
   }
+  /// The declared combinations whose output format is d ({d, d, d} when
+  /// combos is empty and d is a dtypes bit; none otherwise).
+  std::vector<DTypeCombo> combos_with_output(DType d) const {
+    if (combos.empty()) return supports(d) ? std::vector<DTypeCombo>{{d, d, d}} : std::vector<DTypeCombo>{};
+    std::vector<DTypeCombo> v;
+    for (const DTypeCombo& c : combos)
+      if (c.out == d) v.push_back(c);
+    return v;
+  }
   /// Whether the combination of formats c is declared.
   bool supports(const DTypeCombo& c) const {
     if (combos.empty()) return c.q == c.out && c.kv == c.out && supports(c.out);

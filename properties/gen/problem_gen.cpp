@@ -49,6 +49,15 @@ constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "
                                         "huge",      "one_hot",   "all_equal", "near_tied",
                                         "fp8_edges"};
 
+// The largest value a tensor of format `d` may hold within its limit
+// 3 * 2^limit_exponent (draw_dense's safe limits): the top of an fp8
+// format (E4M3's 448, whose binade 256-448 decoders mistake for NaN;
+// E5M2's 57344) where the limit allows.
+double format_top(DType d, int limit_exponent) {
+  // 3 2^e is in every format (two significant bits), and so is its largest finite value.
+  return std::min(max_finite(d), 3 * std::ldexp(1.0, limit_exponent));
+}
+
 // Values of one tensor from one regime. `huge_exponent` is the tensor's own
 // safe limit: for q and k the largest power of two that keeps scores within
 // the first-order analysis, for v the largest that keeps sums of tk values
@@ -79,9 +88,12 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_
       for (double& e : x) e = std::ldexp(small_int(3), exponent);
       break;
     }
-    case Regime::huge:  // small integers times 2^huge_exponent, shrinking down
-      for (double& e : x) e = std::ldexp(small_int(3), huge_exponent - static_cast<int>(pick(4)));
+    case Regime::huge: {  // small integers times 2^huge_exponent, shrinking down
+      // Within the format too: 3 2^e below its largest finite value.
+      const int e_max = std::min(huge_exponent, std::ilogb(max_finite(dtype)) - 2);
+      for (double& e : x) e = std::ldexp(small_int(3), e_max - static_cast<int>(pick(4)));
       break;
+    }
     case Regime::one_hot:
       x[static_cast<size_t>(pick(n))] = *inRange(1, 4);
       break;
@@ -96,23 +108,17 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_
       break;
     }
     case Regime::fp8_edges: {
-      // The largest values the tensor may hold (the format's largest finite
-      // value, or below it 3 * 2^huge_exponent, rounded down into the
-      // format) and its smallest subnormals (2^-9 for E4M3, 2^-16 for E5M2).
-      const double top = std::min(max_finite(dtype), 3 * std::ldexp(1.0, huge_exponent));
-      const double big = round_to(dtype, top) > top ? std::nextafter(top, 0.0) : top;
+      // The largest value the tensor may hold (the format's largest finite
+      // value where the tensor's limit allows it: E4M3's top binade
+      // 256-448, E5M2's 57344) and its smallest subnormals (2^-9 for E4M3,
+      // 2^-16 for E5M2).
+      const double big = format_top(dtype, huge_exponent);
       const int tiny = dtype == DType::e4m3 ? -9 : -16;
       for (double& e : x) {
         const int64_t k = pick(4);
         const double m = k == 0 ? big : k == 1 ? std::ldexp(1.0, tiny)
                        : k == 2 ? std::ldexp(3.0, tiny) : std::ldexp(small_int(3), -2);
         e = coin() ? -m : m;
-      }
-      // Round down in magnitude so nothing passes the largest finite value.
-      for (double& e : x) {
-        const double r = round_to(dtype, e);
-        e = std::fabs(r) > std::fabs(e) ? std::copysign(std::fabs(r) - std::ldexp(std::fabs(r), -3), e) : r;
-        e = round_to(dtype, e);
       }
       break;
     }
@@ -249,9 +255,9 @@ double seeded_value(Regime regime, uint64_t h, int large_exponent) {
 }
 
 // A problem of exactly spec.size's shape (within the features and the
-// require_* of the spec), its values a function of one drawn seed and
-// each element's position.
-Problem draw_sized(const GenSpec& spec) {
+// require_* of the spec) in the input formats `formats`, its values a
+// function of one drawn seed and each element's position.
+Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
   SizeShape s = *spec.size;
   const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
   const uint64_t seed = *rc::gen::resize(100, rc::gen::arbitrary<uint64_t>());
@@ -262,6 +268,8 @@ Problem draw_sized(const GenSpec& spec) {
   }
   if (spec.require_causal) s.causal = true;
   Problem p = Problem::zeros(spec.dtype, s.batch, s.heads, s.kv_heads, s.tq, s.tk, s.dk, s.dv);
+  if (formats.q != spec.dtype) p.q_dtype = formats.q;
+  if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
   p.causal = s.causal;
   p.align = s.align;
   if (p.causal && p.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
@@ -287,27 +295,44 @@ Problem draw_sized(const GenSpec& spec) {
   const double first_order = std::log2(0.01 / unit_roundoff(spec.dtype));
   const int qk_large = static_cast<int>(std::floor(
       (first_order - 2 - std::log2(9.0 * static_cast<double>(s.dk))) / 2));
-  const int v_large = std::min(6, std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(s.tk)));
+  // v: tk values of 3 2^e sum below the output's largest finite value (an
+  // unnormalised accumulator of the output's width holds them).
+  const int v_limit = std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(s.tk));
+  const int v_large = std::min(6, v_limit);
   constexpr Regime kQkRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int};
-  constexpr Regime kVRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int, Regime::large};
-  const auto fill = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols, bool is_v) {
+  constexpr Regime kVRegimes[] = {Regime::normal, Regime::dyadic, Regime::small_int, Regime::large,
+                                  Regime::fp8_edges};
+  const auto fill = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols, bool is_v,
+                        DType format) {
     const uint64_t r = hash(seed, id, 99, 0, 0, 0);
+    // fp8 values: their format's ends too (SPEC 3), the top within v's limit.
+    const bool fp8 = format == DType::e4m3 || format == DType::e5m2;
+    const uint64_t v_regimes = fp8 ? 5 : 4;
     const Regime regime =
-        s.small_values ? Regime::small_int : is_v ? kVRegimes[r % 4] : kQkRegimes[r % 3];
+        s.small_values ? Regime::small_int : is_v ? kVRegimes[r % v_regimes] : kQkRegimes[r % 3];
     count(std::string("regime ") + kRegimeNames[static_cast<int>(regime)]);
     const int large = is_v ? v_large : std::min(qk_large, 3);
+    const double top = format_top(format, v_limit);
+    const double tiny = format == DType::e4m3 ? 0x1p-9 : 0x1p-16;
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < rows; ++i)
           for (int64_t c = 0; c < cols; ++c) {
             const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
                                     static_cast<uint64_t>(i), static_cast<uint64_t>(c));
-            t.at(b, h, i, c) = round_to(spec.dtype, seeded_value(regime, x, large));
+            double e;
+            if (regime == Regime::fp8_edges) {  // the top, the smallest subnormals, small values
+              const double m[] = {top, tiny, 3 * tiny, std::ldexp(static_cast<double>(x >> 8 & 7), -2)};
+              e = (x >> 4 & 1 ? -1 : 1) * m[x % 4];
+            } else {
+              e = seeded_value(regime, x, large);
+            }
+            t.at(b, h, i, c) = round_to(format, e);
           }
   };
-  if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false);
-  fill(p.k, 2, s.kv_heads, s.tk, s.dk, false);
-  fill(p.v, 3, s.kv_heads, s.tk, s.dv, true);
+  if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false, formats.q);
+  fill(p.k, 2, s.kv_heads, s.tk, s.dk, false, formats.kv);
+  fill(p.v, 3, s.kv_heads, s.tk, s.dv, true, formats.kv);
   if (coverage) {
     ++coverage->problems;
     count("real size");
@@ -316,15 +341,18 @@ Problem draw_sized(const GenSpec& spec) {
   return p;
 }
 
-Problem draw_dense(const GenSpec& spec, DTypeCombo formats) {
-  if (spec.size) return draw_sized(spec);
+// `max_batch`: spec.max_bh for a dense problem, spec.max_sequences for
+// one that make_varlen cuts into sequences.
+Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
+  if (spec.size) return draw_sized(spec, formats);
   const Features f = spec.features;
   const auto has = [f](Features bit) { return (f & bit) != 0; };
 
-  Dims n = part([spec, has] {
+  Dims n = part([spec, has, max_batch] {
     const Limits& lim = spec.limits;
     Dims d{};
-    d.batch = *inRange<int64_t>(1, spec.max_bh + 1);
+    d.batch = *inRange<int64_t>(1, max_batch + 1);
+    if (lim.max_batch_heads > 0) d.batch = std::min(d.batch, lim.max_batch_heads);
     d.heads = *inRange<int64_t>(1, spec.max_bh + 1);
     if (lim.max_batch_heads > 0) d.heads = std::max<int64_t>(1, std::min(d.heads, lim.max_batch_heads / d.batch));
     if (spec.require_gqa) d.heads = std::max<int64_t>(d.heads, 2);
@@ -405,21 +433,22 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats) {
   const int qk_huge = static_cast<int>(std::floor(
       (first_order - 2 - std::log2(9.0 * static_cast<double>(n.dk))) / 2));
   const int qk_large = spec.score_storage ? qk_huge : 6;
-  // Input formats narrower than the output's (fp8) cap both regimes at
+  // Input formats narrower than the output's (fp8) cap the large regime at
   // what they hold: small integers up to 3 times 2^e stay below their
-  // largest finite value (448 for E4M3: e <= 7).
+  // largest finite value (448 for E4M3: e <= 6); values() caps the huge
+  // one the same way, and its fp8 edges reach the format's top.
   const auto fits = [](DType d, int e) { return std::min(e, std::ilogb(max_finite(d)) - 2); };
   const int v_huge = std::ilogb(max_finite(spec.dtype)) - 3 - std::ilogb(static_cast<double>(n.tk));
   const auto tensor = [](int64_t size, DType dtype, int huge, int large) {
     return part([=] { return values(size, dtype, huge, large); });
   };
-  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, formats.q, fits(formats.q, qk_huge),
+  p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, formats.q, qk_huge,
                        fits(formats.q, qk_large)),
                 {n.batch, n.heads, n.tq, n.dk}, layout);
-  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, fits(formats.kv, qk_huge),
+  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, qk_huge,
                        fits(formats.kv, qk_large)),
                 {n.batch, n.kv_heads, n.tk, n.dk}, layout);
-  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, fits(formats.kv, v_huge),
+  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, v_huge,
                        fits(formats.kv, 6)),
                 {n.batch, n.kv_heads, n.tk, n.dv}, layout);
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
@@ -456,12 +485,12 @@ struct V2Plan {
   size_t combo = 0;  // index into spec.combos
 };
 
-V2Plan draw_plan(const GenSpec& spec) {
-  return part([spec] {
+V2Plan draw_plan(const GenSpec& spec, bool any_combo) {
+  return part([spec, any_combo] {
     const auto may = [&](Features bit) { return (spec.v2 & spec.features & bit) != 0; };
     const auto must = [&](Features bit) { return may(bit) && (spec.v2_required & bit) != 0; };
     V2Plan plan;
-    if (!spec.combos.empty() && spec.v2 != 0) {
+    if (any_combo) {
       plan.combo = static_cast<size_t>(pick(static_cast<int64_t>(spec.combos.size())));
     }
     plan.sink = must(ATTNCHECK_FEATURE_SINK) || (may(ATTNCHECK_FEATURE_SINK) && coin());
@@ -589,6 +618,7 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
     std::vector<int64_t> page_order;  // a permutation of the pages
     std::vector<int64_t> share;       // per sequence: share sequence 0's first page (1) or not
     int64_t spare_pages = 0;
+    int64_t table_pad = 0;  // block-table entries past the longest sequence's
   };
   const bool bottom_right_causal = d.causal && d.align == Align::bottom_right;
   Lengths len = part([=] {
@@ -597,15 +627,27 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
       return at_size ? real_size_length(lo, n) : *inRange<int64_t>(lo, n + 1);
     };
     for (int64_t b = 0; b < d.batch; ++b) {
-      l.q.push_back(plan.packed_q ? length(0, d.tq) : d.tq);
+      // At real sizes the first sequence is the longest (past the split
+      // thresholds of the shape) and the others are shorter beside it, as
+      // in a serving batch: a kernel that reads max_seqlen_k keys for every
+      // sequence shows. Their lengths up to a quarter keep the batch's
+      // cost near the shape's.
+      const bool longest = at_size && b == 0;
+      const auto n_of = [&](int64_t n) { return at_size ? std::max<int64_t>(1, n / 4) : n; };
+      l.q.push_back(!plan.packed_q ? d.tq : longest ? d.tq : length(0, n_of(d.tq)));
       // No key at all only with a sink (the row then holds only the sink).
       const int64_t lo = sink ? 0 : 1;
-      l.k.push_back(plan.packed_k || plan.paged ? length(lo, d.tk) : d.tk);
+      l.k.push_back(!(plan.packed_k || plan.paged) ? d.tk : longest ? d.tk : length(lo, n_of(d.tk)));
     }
     if (plan.paged) {
       const int64_t small[] = {1, 2, 3, 16}, real[] = {16, 256, 17};
       l.page_size = at_size ? real[pick(3)] : small[pick(4)];
       l.spare_pages = pick(3);
+      // Serving block tables are sized for the model's longest sequence,
+      // not this batch's: a kernel that takes the row stride from the
+      // lengths reads the wrong row.
+      const int64_t pads[] = {0, 1, 3, 61};
+      l.table_pad = pads[pick(4)];
       for (int64_t b = 0; b < d.batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
     }
     return l;
@@ -668,7 +710,7 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
     PagedKv pg;
     pg.page_size = len.page_size;
     pg.seqlens_k = len.k;
-    pg.block_table_stride = (p.tk + pg.page_size - 1) / pg.page_size;
+    pg.block_table_stride = (p.tk + pg.page_size - 1) / pg.page_size + len.table_pad;
     // Pages in order of need; sequence b > 0 may share sequence 0's first
     // page (prefix caching): its first keys are then sequence 0's.
     std::vector<std::vector<int64_t>> pages(static_cast<size_t>(p.batch));
@@ -720,43 +762,90 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
   return p;
 }
 
+// SPEC 1.1's table: no key_valid, mask or bias with packed or paged.
+GenSpec without_varlen_exclusions(GenSpec spec) {
+  spec.features &= ~(ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_MASK |
+                     ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
+  return spec;
+}
+
+bool varlen(const V2Plan& plan) { return plan.packed_q || plan.packed_k || plan.paged; }
+
+// The version 2 parts of a real-size draw (SPEC 3: every declared format
+// combination, sinks, descales, packed and paged layouts), read from the
+// shape's variant instead of drawn: the real-size phase numbers its
+// shapes, so one run's shapes take the declared combinations, sinks (odd
+// variants), descales (variants 1 and 2 mod 4) and layouts (every third
+// variant moves to the next) in turn, and the size search, which keeps the
+// variant, keeps them while it shrinks the shape.
+V2Plan size_plan(const GenSpec& spec, bool any_combo) {
+  const auto k = static_cast<size_t>(spec.size->variant);
+  const auto may = [&](Features bit) { return (spec.v2 & spec.features & bit) != 0; };
+  const auto must = [&](Features bit) { return may(bit) && (spec.v2_required & bit) != 0; };
+  V2Plan plan;
+  if (any_combo) plan.combo = k % spec.combos.size();
+  plan.sink = must(ATTNCHECK_FEATURE_SINK) || (may(ATTNCHECK_FEATURE_SINK) && k % 2 == 1);
+  plan.descale = must(ATTNCHECK_FEATURE_DESCALE) ||
+                 (may(ATTNCHECK_FEATURE_DESCALE) && (k % 4 == 1 || k % 4 == 2));
+  std::vector<V2Plan> layouts;  // as draw_plan's: dense, packed, packed q, paged, paged with packed q
+  const auto layout = [&](bool packed_q, bool packed_k, bool paged) {
+    V2Plan l;
+    l.packed_q = packed_q;
+    l.packed_k = packed_k;
+    l.paged = paged;
+    layouts.push_back(l);
+  };
+  if (!must(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) layout(false, false, false);
+  if (may(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) {
+    layout(true, true, false);
+    layout(true, false, false);
+  }
+  if (may(ATTNCHECK_FEATURE_PAGED_KV)) {
+    if (!must(ATTNCHECK_FEATURE_PACKED)) layout(false, false, true);
+    if (may(ATTNCHECK_FEATURE_PACKED)) layout(true, false, true);
+  }
+  if (!layouts.empty()) {
+    const V2Plan& l = layouts[(k / 3) % layouts.size()];
+    plan.packed_q = l.packed_q;
+    plan.packed_k = l.packed_k;
+    plan.paged = l.paged;
+  }
+  return plan;
+}
+
+// A real-size shape cut into 5 to 16 sequences (SPEC 3: batches past the
+// 4 a kernel may stage), the cost kept near the shape's: fewer K/V heads
+// (the group kept), then fewer queries. make_varlen gives the sequences
+// after the first at most a quarter of its lengths.
+SizeShape as_sequences(SizeShape s) {
+  const int64_t sequences = 5 + (s.variant * 5) % 12;
+  int64_t factor = std::max<int64_t>(1, sequences / s.batch);
+  const int64_t group = s.heads / s.kv_heads;
+  while (factor > 1 && s.kv_heads > 1) {
+    s.kv_heads = std::max<int64_t>(1, s.kv_heads / 2);
+    factor = (factor + 1) / 2;
+  }
+  s.heads = s.kv_heads * group;
+  s.tq = std::max<int64_t>(1, s.tq / factor);
+  s.batch = sequences;
+  return s;
+}
+
 Problem draw_problem(const GenSpec& spec) {
   // Version 1 problems unless the property takes version 2 parts, or the
-  // implementation declares no combination with q = kv = out.
+  // implementation declares no combination with q = kv = out: then every
+  // problem is in one of its combinations (SPEC 5.1: the harness never
+  // hands it another).
   const DTypeCombo uniform{spec.dtype, spec.dtype, spec.dtype};
   const bool uniform_ok = spec.combos.empty() ||
                           std::find(spec.combos.begin(), spec.combos.end(), uniform) != spec.combos.end();
-  const Features layouts = spec.v2 & spec.v2_required & spec.features &
-                           (ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
-  if (spec.size && layouts != 0) {
-    // A packed or paged property at real sizes (issue 18): the dense
-    // problem of the shape, laid out with lengths straddling tiles.
-    GenSpec dense = spec;
-    dense.features &= ~(ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_MASK |
-                        ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
-    V2Plan plan;
-    plan.packed_q = (layouts & ATTNCHECK_FEATURE_PACKED) != 0;
-    plan.packed_k = plan.packed_q && (layouts & ATTNCHECK_FEATURE_PAGED_KV) == 0;
-    plan.paged = (layouts & ATTNCHECK_FEATURE_PAGED_KV) != 0;
-    // The real-size phase judges one case, which RapidCheck draws at size
-    // 0: its lengths, page shuffle and junk are drawn at full size.
-    const Problem d = draw_dense(dense, uniform);
-    Problem p = *rc::gen::resize(
-        100, rc::gen::exec([&d, plan] { return make_varlen(d, plan, false, true); }));
-    unbind_empty_rows(p);
-    return p;
-  }
-  if (spec.size || (spec.v2 == 0 && uniform_ok)) return draw_dense(spec, uniform);
-  const V2Plan plan = draw_plan(spec);
-  const DTypeCombo formats =
-      spec.combos.empty() ? DTypeCombo{spec.dtype, spec.dtype, spec.dtype} : spec.combos[plan.combo];
-  GenSpec dense = spec;
-  if (plan.packed_q || plan.packed_k || plan.paged) {
-    // SPEC 1.1's table: no key_valid, mask or bias with packed or paged.
-    dense.features &= ~(ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_MASK |
-                        ATTNCHECK_FEATURE_BIAS | ATTNCHECK_FEATURE_STRIDES);
-  }
-  Problem d = draw_dense(dense, formats);
+  const bool any_combo = !spec.combos.empty() && (spec.v2 != 0 || !uniform_ok);
+  if (!spec.size && spec.v2 == 0 && uniform_ok) return draw_dense(spec, uniform, spec.max_bh);
+  const V2Plan plan = spec.size ? size_plan(spec, any_combo) : draw_plan(spec, any_combo);
+  const DTypeCombo formats = any_combo ? spec.combos[plan.combo] : uniform;
+  GenSpec dense = varlen(plan) ? without_varlen_exclusions(spec) : spec;
+  if (spec.size && varlen(plan)) dense.size = as_sequences(*spec.size);
+  Problem d = draw_dense(dense, formats, varlen(plan) ? spec.max_sequences : spec.max_bh);
   // Descales and sinks are drawn whether used or not, so that shrinking the
   // plan (dropping a sink, a descale) keeps every later draw in place.
   const Descales descales = draw_descales();
@@ -777,8 +866,13 @@ Problem draw_problem(const GenSpec& spec) {
     if (plan.paged) count("v2 paged");
     if (formats.q != spec.dtype || formats.kv != spec.dtype) count("v2 mixed formats");
   }
-  if (!(plan.packed_q || plan.packed_k || plan.paged)) return d;
-  Problem p = make_varlen(d, plan, plan.sink);
+  if (!varlen(plan)) return d;
+  // The real-size phase judges one case, which RapidCheck draws at size
+  // 0: its lengths, page shuffle and junk are drawn at full size.
+  Problem p = spec.size ? *rc::gen::resize(100, rc::gen::exec([&d, plan] {
+    return make_varlen(d, plan, plan.sink, true);
+  }))
+                        : make_varlen(d, plan, plan.sink);
   unbind_empty_rows(p);
   return p;
 }
