@@ -1,7 +1,9 @@
 // paged_online_f32: the serving kernel of paged_online_kernel.h. What
 // serving kernels do (vLLM, FlashInfer): K/V cached in bf16 or E4M3 with
 // per-tensor descales, q and the output in bf16 (or f32), everything
-// accumulated in float; P is kept in float for P.V (no fp8 P cast).
+// accumulated in float; P is kept in float for P.V (no fp8 P cast); rows
+// past 256 keys split into chunks of 256 when the batch's longest
+// sequence is past 256 (flash-decoding), the sink joining at the combine.
 // Declared honestly: accum f32, p_cast f32, key_block 16 (its fixed block),
 // exp_ulps 1 (glibc's expf, tanhf), no flush.
 
@@ -17,9 +19,9 @@ namespace {
 ImplInfo info() {
   ImplInfo i = reference_info(
       "paged_online_f32", DType::bf16, kPagedOnlineFeatures, EmptyRowPolicy::error,
-      "serving-style online softmax in float over blocks of 16 keys, K/V cached in bf16 or "
-      "E4M3 (paged, packed or dense), sinks and descales; no weights, no backward; empty rows "
-      "are an error");
+      "serving-style online softmax in float over blocks of 16 keys, split-K/V past 256 keys, "
+      "K/V cached in bf16 or E4M3 (paged, packed or dense), sinks and descales; no weights, no "
+      "backward; empty rows are an error");
   i.precision = kernel_precision(DType::f32, DType::f32, kPagedKeyBlock);
   i.combos = paged_online_combos();
   return i;

@@ -20,6 +20,12 @@ namespace attncheck::impls {
 /// key_block holds for every problem; a block may span two pages.
 inline constexpr int64_t kPagedKeyBlock = 16;
 
+/// The split-K/V path (flash-decoding; FlashInfer's and vLLM's long-row
+/// paths): taken when the problem's longest key sequence (max_seqlen_k)
+/// is longer than this, it cuts each row's keys into chunks of this many,
+/// runs the online softmax on each, and combines them.
+inline constexpr int64_t kPagedSplitKeys = 256;
+
 /// What the serving kernel computes: key padding (a dense sequence's
 /// length, as sequence_problem gives a sequence without keys), causal masks
 /// and windows in either alignment, GQA, softcap, any scale and strides,
@@ -72,6 +78,26 @@ struct PagedBugs {
   /// P rounded to this format before P.V, without the scale that would
   /// keep weights out of its subnormal range (and not declared).
   std::optional<DType> p_cast;
+  /// Split-K/V: every chunk starts from the sink, as the whole row's first
+  /// block does, so the combine counts it once per chunk.
+  bool split_sink_per_chunk = false;
+  /// Split-K/V: the combine joins the chunks and forgets the sink.
+  bool split_combine_drops_sink = false;
+  /// Split-K/V: the chunks' scores without q and k descales, the output
+  /// without v_descale (the path's own kernel takes no descales).
+  bool split_drops_descales = false;
+  /// Split-K/V: every sequence reads max_seqlen_k keys (the problem's tk),
+  /// into the next sequence's rows or past the end (read as 0).
+  bool split_reads_max_seqlen_k = false;
+  /// The sink's share of the running sum dropped when a later 16-key
+  /// block raises the max (the rescale restarts the sum from the keys').
+  bool sink_lost_on_rescale = false;
+  /// cu_seqlens staged for 4 sequences: packed sequence b reads and
+  /// writes as sequence b % 4.
+  bool cu_seqlens_staged_for_4 = false;
+  /// The block table's row stride taken from the lengths (ceil of the
+  /// longest seqlens_k over page_size) instead of block_table_stride.
+  bool block_table_stride_from_lengths = false;
 };
 
 /// Per query (b, h, i), in float: the sequence's key band (causal and
@@ -86,7 +112,11 @@ struct PagedBugs {
 /// with a larger max multiplies l and the accumulator by exp(m - m_new)
 /// (std::exp, 1 ulp); p_j = exp(s_j - m), l += p_j, acc += p_j v_j.
 /// out = acc / l * v_descale, rounded to p.dtype (f32 or bf16); lse = m +
-/// log(l). A row without keys gives o = 0 and lse = sink_h with a sink,
+/// log(l). When max_seqlen_k (p.tk) exceeds kPagedSplitKeys, a row of more
+/// than that many keys is split (flash-decoding): chunks of 256 of its
+/// keys, each that online softmax without the sink, combined as M = max(
+/// sink, m_c), l = exp(sink - M) + sum_c l_c exp(m_c - M), acc = sum_c
+/// acc_c exp(m_c - M). A row without keys gives o = 0 and lse = sink_h with a sink,
 /// the error "query (b=.., h=.., i=..) has no allowed key" without one.
 /// Outputs are laid out by out_index / row_index (packed like q).
 ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs = {});
