@@ -71,6 +71,18 @@
 //    order): gamma_{n+4}, gamma_{m+4}; each descale the accumulation format
 //    cannot represent is rounded to it once more (+1 in its gamma). dV's
 //    sum has no descale; it shares dK's gamma_m, which only widens it.
+//  - Underflow in stored units (issue 34, as in tolerance.cpp): a product
+//    of stored values that a factor multiplies afterwards errs by eta_a
+//    times that factor, and a kernel may apply it before or after (vd to
+//    dO . v_j or to what is derived from it; sigma and kd to dQ's sum,
+//    sigma and qd to dK's). So the underflow of everything derived from dA
+//    (dA's products, delta's, dS's, the softcap stage's, dsink's) is
+//    charged eta_a max(1, |vd|), and each of dQ's n products eta_a max(1,
+//    sigma) max(1, |kd|) max(1, |vd|) (dK's: qd for kd): the largest any
+//    split of the factors gives (the same holds of sigma without
+//    descales, which n sigma eta_a missed for code that scales dS first).
+//    Every rounding the gammas count after a sum (sigma's product and the
+//    descales') may underflow too: one eta_a each.
 //  - Varlen: per sequence (sequence_problem), assembled in the oracle's
 //    layout (dq packed like q, dk / dv packed like k); dsink sums over the
 //    sequences before its bound is finished.
@@ -175,6 +187,11 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
   const double extra_da = p.descale ? 1 + unrepresentable(vd) : 0.0;
   const double extra_q = p.descale ? 2 + unrepresentable(kd) : 0.0;
   const double extra_k = p.descale ? 2 + unrepresentable(qd) : 0.0;
+  // Underflow in stored units (see the top): eta_a scaled by the factors a
+  // kernel may apply after the product that underflows.
+  const double eta_da = eta_a * std::max(1.0, std::fabs(vd));
+  const double eta_dq = eta_da * std::max(1.0, sigma) * std::max(1.0, std::fabs(kd));
+  const double eta_dk = eta_da * std::max(1.0, sigma) * std::max(1.0, std::fabs(qd));
   const bool sinks = !p.sink.empty();
   // The raw logit t_j = sigma (q . k_j): a dot product of dk terms, the
   // rounding of sigma to the accumulation format and the product by it, as
@@ -227,7 +244,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
             mag += std::fabs(dout[d] * vl);
           }
           da[jj] = x;
-          e_da[jj] = gamma_dv * mag + static_cast<double>(dv) * eta_a;
+          e_da[jj] = gamma_dv * mag + static_cast<double>(dv) * eta_da;
           const size_t w = weight_index(p, b, h, i, j);
           const double a = o.weights[w];
           delta += a * x;
@@ -238,7 +255,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
         }
         // ... plus the sum's own roundings (gamma_n over sum_r a_r |dA_r|,
         // taken as gamma_{n+2}) and n products that may underflow.
-        delta_err += gamma_q * sum_a_abs_da + n * eta_a;
+        delta_err += gamma_q * sum_a_abs_da + n * eta_da;
         // Flash-style passes take delta = dO . o_i from the forward output
         // instead: the output's tolerance times |dO|, and that dot product's
         // roundings. The bound is the larger of the two routes, so either
@@ -254,7 +271,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
           const auto hh = static_cast<size_t>(h);
           const double a_sink = std::exp(p.sink[hh] - o.lse[row]);
           sink.err[hh] += fwd.sink_weight[row] * std::fabs(delta) + a_sink * delta_err +
-                          u * a_sink * std::fabs(delta) + eta_a;
+                          u * a_sink * std::fabs(delta) + eta_da;
           sink.mag[hh] += a_sink * std::fabs(delta);
           sink.rows[hh] += 1;
         }
@@ -278,7 +295,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
           //   2 eta_a                  the products that may underflow.
           const double ds = a * (da[jj] - delta);
           double e_ds = W * centred + a * (e_da[jj] + delta_err) +
-                        u * a * (std::fabs(da[jj]) + std::fabs(delta) + centred) + 2 * eta_a;
+                        u * a * (std::fabs(da[jj]) + std::fabs(delta) + centred) + 2 * eta_da;
           double dtj = ds;
           if (p.softcap > 0) {
             // Stage dT_j = dS_j f_j with f_j = 1 - y_j^2, y_j = tanh(t_j / c).
@@ -301,7 +318,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
             const double F = Y * (2 * std::fabs(y) + Y) + u * y * y + 3 * u * f;
             // Without linearising: |dS^ f^ - dS f| <= e_dS (f + F) + |dS| F,
             // then the product's rounding u |dS f| and its underflow.
-            e_ds = e_ds * (f + F) + std::fabs(ds) * F + u * std::fabs(ds) * f + eta_a;
+            e_ds = e_ds * (f + F) + std::fabs(ds) * F + u * std::fabs(ds) * f + eta_da;
             dtj = ds * f;
           }
           dt[jj] = dtj;
@@ -329,12 +346,13 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
         // dQ_i: sigma times the carried errors and the sum's roundings over
         // sum_j |dT_j k_j| (gamma_{n+2}: n products, n - 1 sums, sigma's
         // rounding and the product by it, in any order); n products and the
-        // product by sigma may underflow; the final rounding and underflow.
+        // product by sigma (and the descales') may underflow (eta_dq and
+        // extra_q, see the top); the final rounding and underflow.
         for (size_t d = 0; d < dk; ++d) {
           const size_t at = row * dk + d;
-          tol.dq[at] =
-              kSecondOrderFactor * (sigma * (err_q[d] + gamma_q * mag_q[d]) +
-                                    (n * sigma + 1) * eta_a + u_out * std::fabs(o.dq[at]) + eta_o);
+          tol.dq[at] = kSecondOrderFactor *
+                       (sigma * (err_q[d] + gamma_q * mag_q[d]) + n * eta_dq +
+                        (1 + extra_q) * eta_a + u_out * std::fabs(o.dq[at]) + eta_o);
         }
       }
     }
@@ -353,8 +371,8 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
         for (size_t d = 0; d < dk; ++d) {
           const size_t at = kv * dk + d;
           tol.dk[at] = kSecondOrderFactor *
-                       (sigma * (err_k[at] + gamma_m * mag_k[at]) + (m[kv] * sigma + 1) * eta_a +
-                        u_out * std::fabs(o.dk[at]) + eta_o);
+                       (sigma * (err_k[at] + gamma_m * mag_k[at]) + m[kv] * eta_dk +
+                        (1 + extra_k) * eta_a + u_out * std::fabs(o.dk[at]) + eta_o);
         }
         for (size_t d = 0; d < dv; ++d) {
           const size_t at = kv * dv + d;

@@ -10,7 +10,8 @@
 // Notation, per row (b, h, i), from the oracle: s_j the exact logits after
 // softcap and bias, m = max_j s_j, l = sum_j exp(s_j - m), a_j the weights,
 // c the exact output element, A = sum_j a_j |v_j|, S_j = sigma sum_t |q_t k_jt|,
-// n the number of allowed keys. u_a, u_p, u_o are the unit roundoffs of the
+// n the number of allowed keys; every value is logical (stored times its
+// descale, SPEC 1.1), as the oracle's are. u_a, u_p, u_o are the unit roundoffs of the
 // accumulation format, of the format P is cast to before P.V (0 when it is
 // not cast) and of the output format; u_s that of the format scores are
 // stored in before softmax (s_cast; 0 when S stays in the accumulation
@@ -53,6 +54,22 @@
 //    S_j instead, which this bound does not cover (SPEC 4's model is the
 //    folded descale). The oracle's abs_dot is already of the logical values
 //    (|sigma qd kd| sum |q k|).
+//  - Every value term is of the LOGICAL values (stored times descale), as
+//    the oracle's c, a_j, s_j and abs_dot are: A = sum a_j |vd v_j|, the
+//    spread sum a_j D_j |vd v_j - c| and the underflow term eta_p sum |vd
+//    v_j|. The kernel's errors are relative to what it sums (a_j times the
+//    stored v_j), and the product by vd carries them to the logical scale.
+//    Issue 34: terms of the stored v were up to 3x too small for vd = 3,
+//    and the spread compared a stored v_j with a logical c; a correct f32
+//    loop failed on a subnormal output stored with vd = 2 that passed at
+//    budget 0.49 stored with vd = 1. (vd v_j is formed in double: a
+//    relative 2^-53 of an O(u) term, inside kSecondOrderFactor.)
+//  - Underflow in stored units: a product a_j v_j of the stored v_j that
+//    lands below the normal range errs by eta_a in the stored scale, which
+//    the later product by vd multiplies by |vd| (a kernel that descales v
+//    first errs by eta_a): n eta_a max(1, |vd|). The two roundings the
+//    descale costs the output (2 u_a |c| above) are absolute below the
+//    normal range: 2 eta_a more.
 //  - Formats: q_dtype / kv_dtype only restrict the stored values (exact
 //    inputs); an fp8 p_cast (E4M3: u_p = 2^-4, its own eta_p) enters through
 //    unit_roundoff / underflow_unit like any other format.
@@ -84,13 +101,27 @@ namespace {
 // bias_j| each; 5 |s_j - bias_j| + |s_j| in all. Products of two of these
 // relative errors are O(u_s^2), inside kSecondOrderFactor.
 //
+// Below the s_cast format's normal range a rounding errs by eta_s (half its
+// smallest subnormal, or twice its smallest normal where it flushes)
+// absolutely, not by u_s of the value: E4M3's eta_s = 2^-10 is far above
+// u_s |s_j| for scores below 2^-6, and SPEC 4 lets E4M3 be s_cast. Each
+// rounding above adds its eta_s, carried to the logit like its relative
+// error: S1's by the factor that multiplies q . k after it, |sigma qd kd|
+// (`carried` = max(1, that), which also covers code that scales q first);
+// S2's and S3's by 1. With a softcap, S1's and S2's pass through
+// sech^2 <= 1, x's and tanh's through c sech^2 <= c and c (the softcap c =
+// `cap`), and * c's and the bias's by 1: (carried + 3 + 2 cap) eta_s;
+// without, (carried + 2) eta_s (S3 counted even without a bias).
+//
 // Softmax then reads the rounded scores: its max m^ is a rounded score,
 // within D_max of m, so the subtraction s^_j - m^ and the lse terms (4 u_a
 // (|s_j| + |m|) and N) grow by u_a D, again a product of two small
 // relative errors, inside kSecondOrderFactor; the shift itself cancels in
 // the normalisation whichever key holds the max.
-double s_cast_logit_error(bool softcap, double capped, double abs_s, double u_s) {
-  return u_s * (softcap ? 5 * capped + abs_s : 2 * capped + abs_s);
+double s_cast_logit_error(double cap, double capped, double abs_s, double u_s, double eta_s,
+                          double carried) {
+  if (cap > 0) return u_s * (5 * capped + abs_s) + (carried + 3 + 2 * cap) * eta_s;
+  return u_s * (2 * capped + abs_s) + (carried + 2) * eta_s;
 }
 
 // Whether storing q . k of key j (or sigma times it) in `s_format` may round
@@ -180,6 +211,12 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // above already count.
   const DType s_format = t.s_cast_format();
   const double u_s = s_format == t.accum ? 0.0 : unit_roundoff(s_format);
+  // Its underflow (s_cast_logit_error): no ftz bit names the score format;
+  // the store is a result of the score arithmetic, so it flushes where the
+  // accumulation format does.
+  const double eta_s = underflow_unit(s_format, t.flushes(kFtzAccum));
+  const double s_carried =
+      std::max(1.0, std::fabs(p.scale * (p.descale ? p.descale->q * p.descale->k : 1.0)));
   // Version 2 terms (see the top of this file).
   const bool descaled = p.descale.has_value();
   // Roundings of |t_j| and |c| the descales cost (see the top).
@@ -187,6 +224,13 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   const double descale_logit =
       descaled ? 3 + unrepresentable(p.descale->q) + unrepresentable(p.descale->k) : 0.0;
   const double descale_out = descaled ? 2 + unrepresentable(p.descale->v) : 0.0;
+  // Logical values of V (see the top): vd multiplies every stored v_j, and
+  // errors of underflowing products of the stored v_j (n eta_a) with it,
+  // when vd > 1; below the normal range the descale's two roundings of the
+  // output are absolute, 2 eta_a.
+  const double vd = descaled ? p.descale->v : 1.0;
+  const double eta_products = eta_a * std::max(1.0, std::fabs(vd));
+  const double descale_out_eta = descaled ? 2 * eta_a : 0.0;
   const bool sinks = !p.sink.empty();
   if (sinks) tol.sink_weight.assign(o.lse.size(), 0.0);
 
@@ -202,7 +246,8 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
       if (vs_of != b * p.kv_heads + g) {
         vs.resize(static_cast<size_t>(p.tk * p.dv));
         for (int64_t j = 0; j < p.tk; ++j)
-          for (int64_t d = 0; d < p.dv; ++d) vs[static_cast<size_t>(j * p.dv + d)] = p.v.at(b, g, j, d);
+          for (int64_t d = 0; d < p.dv; ++d)
+            vs[static_cast<size_t>(j * p.dv + d)] = p.v.at(b, g, j, d) * vd;  // logical
         vs_of = b * p.kv_heads + g;
       }
       for (int64_t i = 0; i < p.tq; ++i) {
@@ -237,7 +282,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
             d += (2 * e + 2) * u_a * capped;
           }
           if (u_s > 0) {
-            d += s_cast_logit_error(p.softcap > 0, capped, std::fabs(s), u_s);
+            d += s_cast_logit_error(p.softcap, capped, std::fabs(s), u_s, eta_s, s_carried);
             if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
           if (descaled) d += descale_logit * u_a * capped;  // the descales' products
@@ -301,8 +346,10 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           const double A = A_row[static_cast<size_t>(d)];
           const double spread = spread_row[static_cast<size_t>(d)];
           const double sum_abs_v = sum_abs_v_row[static_cast<size_t>(d)];
-          // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded).
-          const double v2 = aD_sink * std::fabs(c) + descale_out * u_a * std::fabs(c);
+          // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded)
+          // and 2 eta_a (see the top).
+          const double v2 =
+              aD_sink * std::fabs(c) + descale_out * u_a * std::fabs(c) + descale_out_eta;
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
           // the sum l and the division by it (or the weights' own rounding)
           // and one more for either order; u_o |c|: the output rounding.
@@ -311,11 +358,13 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // itself, so the / l is dropped (l >= 1: only wider), and each of
           // the n products can underflow on its own (n eta_a). Without the
           // latter a correct f32 kernel exceeded the bound on outputs near
-          // 1e-42.
+          // 1e-42. With a v descale those n products may be of the stored
+          // v and scaled by vd afterwards (eta_products, see the top).
           tol.out[out_index(p, b, h, i, d)] =
               kSecondOrderFactor *
               (spread + v2 + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
-               (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_a + eta_o);
+               (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_products +
+               eta_o);
         }
         // Weights: the logit errors of the row, the exps, the sum and the
         // division; underflow as for the output, the / l of SPEC 4's

@@ -417,5 +417,202 @@ TEST(ToleranceV2, PagedProblemsAreJudgedLikeTheirPackedTwins) {
   EXPECT_GT(c.max_budget_used, 0);
 }
 
+// ---- issue 34: logical values, E4M3 as p_cast and s_cast ----
+
+// p with tensor `which` ('q', 'k' or 'v') stored halved and its descale
+// doubled: the same logical problem (the values are dyadic, so halving is
+// exact).
+Problem halved(Problem p, char which) {
+  Descales d = p.descale.value_or(Descales{});
+  Tensor& t = which == 'q' ? p.q : which == 'k' ? p.k : p.v;
+  for (double& x : t.data) x /= 2;
+  (which == 'q' ? d.q : which == 'k' ? d.k : d.v) *= 2;
+  p.descale = d;
+  p.validate();
+  return p;
+}
+
+TEST(ToleranceV2, ADescaleAddsOnlyItsOwnTermsToTheLogicalProblemsBound) {
+  // Every term is of the logical values: a problem stored with descale 2
+  // has the tolerance of the same logical problem stored without descales,
+  // plus what tolerance.cpp documents for the descales (powers of two, so
+  // no rounding of the descale itself): 3 u_a |t_j| in every D_j, 2 u_a |c|
+  // and 2 eta_a in out, and n eta_a (vd - 1) for underflowing products of
+  // the stored v. Before issue 34 the out bound was built from the stored
+  // v: with v halved, A, the spread and sum |v_j| shrank.
+  const PrecisionTraits tr = f32_traits();
+  const double u = unit_roundoff(DType::f32), eta = underflow_unit(DType::f32, false);
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const Problem p0 = dense_problem(seed, false, false);
+    const OracleResult o = oracle(p0);
+    const Tolerances t0 = tolerances(p0, o, tr);
+    for (const char which : {'q', 'k', 'v'}) {
+      const Problem p1 = halved(p0, which);
+      const OracleResult o1 = oracle(p1);
+      ASSERT_EQ(o1.out, o.out) << which;  // the oracle sees the logical problem
+      const Tolerances t1 = tolerances(p1, o1, tr);
+      ASSERT_EQ(t1.ill_conditioned_rows, 0);
+      const double vd = which == 'v' ? 2 : 1;
+      for (int64_t b = 0; b < p0.batch; ++b)
+        for (int64_t h = 0; h < p0.heads; ++h)
+          for (int64_t i = 0; i < p0.tq; ++i) {
+            const size_t row = row_index(p0, b, h, i);
+            const double n = static_cast<double>(o.row_allowed[row]);
+            double sum_at = 0;  // sum_j a_j |t_j|
+            for (int64_t j = 0; j < p0.tk; ++j) {
+              const size_t w = weight_index(p0, b, h, i, j);
+              sum_at += o.weights[w] * std::fabs(o.scores[w]);
+            }
+            for (int64_t j = 0; j < p0.tk; ++j) {
+              const size_t w = weight_index(p0, b, h, i, j);
+              const double extra = kSecondOrderFactor * o.weights[w] * 3 * u *
+                                   (std::fabs(o.scores[w]) + sum_at);
+              EXPECT_GE(t1.weights[w], t0.weights[w]) << which << " weight " << w;
+              EXPECT_LE(t1.weights[w] - t0.weights[w], extra * (1 + 1e-9)) << which << " " << w;
+            }
+            EXPECT_GE(t1.lse[row], t0.lse[row]);
+            EXPECT_LE(t1.lse[row] - t0.lse[row], kSecondOrderFactor * 3 * u * sum_at * (1 + 1e-9));
+            for (int64_t c = 0; c < p0.dv; ++c) {
+              const size_t at = out_index(p0, b, h, i, c);
+              const double oc = o.out[at];
+              double spread = 0;  // sum_j a_j 3 u |t_j| |v_j - c|, v logical
+              for (int64_t j = 0; j < p0.tk; ++j) {
+                const size_t w = weight_index(p0, b, h, i, j);
+                spread += o.weights[w] * 3 * u * std::fabs(o.scores[w]) *
+                          std::fabs(p0.v.at(b, p0.kv_head(h), j, c) - oc);
+              }
+              const double extra = kSecondOrderFactor *
+                                   (spread + 2 * u * std::fabs(oc) + 2 * eta + n * eta * (vd - 1));
+              EXPECT_GE(t1.out[at], t0.out[at]) << which << " out " << at;
+              EXPECT_LE(t1.out[at] - t0.out[at], extra * (1 + 1e-9) + 1e-15 * t0.out[at])
+                  << which << " out " << at;
+            }
+          }
+    }
+  }
+}
+
+TEST(ToleranceV2, GradientBoundsOfADescaledProblemCoverTheLogicalOnes) {
+  // The gradients' bounds were of the logical values already; a descale
+  // only adds roundings: at least the undescaled bound, and at most twice
+  // it (one more rounding in dA's sum of dv >= 3 products, two to four in
+  // sums of n + 2 or more terms).
+  const PrecisionTraits tr = f32_traits();
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const Problem p0 = dense_problem(seed, false, true);
+    const OracleResult o = oracle(p0);
+    const GradTolerances g0 = grad_tolerances(p0, o, tr);
+    for (const char which : {'q', 'k', 'v'}) {
+      const Problem p1 = halved(p0, which);
+      const OracleResult o1 = oracle(p1);
+      const GradTolerances g1 = grad_tolerances(p1, o1, tr);
+      ASSERT_EQ(g1.ill_conditioned_rows, 0);
+      const auto check = [&](const std::vector<double>& a, const std::vector<double>& b,
+                             const char* what) {
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          EXPECT_GE(b[k], a[k]) << which << " " << what << " " << k;
+          EXPECT_LE(b[k], 2 * a[k]) << which << " " << what << " " << k;
+        }
+      };
+      check(g0.dq, g1.dq, "dq");
+      check(g0.dk, g1.dk, "dk");
+      check(g0.dv, g1.dv, "dv");
+      check(g0.dsink, g1.dsink, "dsink");
+      // A correct f32 backward of the stored problem passes.
+      const Comparison c = compare_backward(f32_attention(p1, Bug::none), o1, g1);
+      EXPECT_TRUE(c.ok()) << which << "\n" << c.describe_failures();
+    }
+  }
+}
+
+// Issue 34's report: five keys of equal score (weights 1/5), v = 2^-147
+// stored as 2^-148 with v_descale 2: the exact output 2^-147 is an f32
+// subnormal. A correct f32 loop forms a_j v_j of the stored v: 0.4 of the
+// smallest subnormal, rounded to 0, five times, then times vd: out = 0,
+// an error of 2^-147 (8 eta_a). The bound of the stored v gave 1.25 (5 + 1)
+// eta_a = 7.5 eta_a; the products' underflow scaled by vd gives room.
+Problem subnormal_output_problem(bool descaled) {
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 5, 1, 1);  // q = k = 0
+  for (double& x : p.v.data) x = descaled ? 0x1p-148 : 0x1p-147;
+  if (descaled) p.descale = Descales{1, 1, 2};
+  p.validate();
+  return p;
+}
+
+TEST(ToleranceV2, ASubnormalOutputStoredWithAVDescaleIsJudgedLikeItsLogicalProblem) {
+  for (const bool descaled : {false, true}) {
+    const Problem p = subnormal_output_problem(descaled);
+    const OracleResult o = oracle(p);
+    ASSERT_EQ(o.out[0], 0x1p-147);
+    const Tolerances t = tolerances(p, o, f32_traits());
+    const F32 got = f32_attention(p, Bug::none);
+    if (descaled) {
+      EXPECT_EQ(got.out[0], 0.0);  // every product rounded to 0
+    }
+    const Comparison c = compare_forward(got, o, t);
+    EXPECT_TRUE(c.ok()) << "descaled " << descaled << "\n" << c.describe_failures();
+    EXPECT_LT(c.max_budget_used, 0.6) << descaled;
+  }
+}
+
+TEST(ToleranceV2, AnE4M3PCastCostsUpAndEtaPOfE4M3) {
+  // Equal scores, so D_j is 0 and the difference between p_cast E4M3 and
+  // no cast is exactly SPEC 4's: u_p (A + |c|) + (eta_p - eta_a) sum |v_j|,
+  // eta_p half E4M3's smallest subnormal (2^-9 / 2), or twice its smallest
+  // normal (2 * 2^-6) where P's format is declared to flush.
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 4, 1, 2);
+  p.v.data = {1, -0.5, 0.25, 2, -1.5, 0.75, 0.125, -2};
+  p.validate();
+  const OracleResult o = oracle(p);
+  const PrecisionTraits none = f32_traits();
+  PrecisionTraits cast = none;
+  cast.p_cast = DType::e4m3;
+  PrecisionTraits flushing = cast;
+  flushing.ftz_formats = kFtzPCast;
+  const Tolerances t0 = tolerances(p, o, none), t1 = tolerances(p, o, cast),
+                   t2 = tolerances(p, o, flushing);
+  const double eta_a = underflow_unit(DType::f32, false);
+  for (int64_t c = 0; c < 2; ++c) {
+    double A = 0, sum_v = 0;
+    for (int64_t j = 0; j < 4; ++j) {
+      A += 0.25 * std::fabs(p.v.at(0, 0, j, c));
+      sum_v += std::fabs(p.v.at(0, 0, j, c));
+    }
+    const double oc = std::fabs(o.out[static_cast<size_t>(c)]);
+    const double base = t0.out[static_cast<size_t>(c)];
+    EXPECT_NEAR(t1.out[static_cast<size_t>(c)] - base,
+                kSecondOrderFactor * (0x1p-4 * (A + oc) + (0x1p-10 - eta_a) * sum_v), 1e-12);
+    EXPECT_NEAR(t2.out[static_cast<size_t>(c)] - base,
+                kSecondOrderFactor * (0x1p-4 * (A + oc) + (0x1p-5 - eta_a) * sum_v), 1e-12);
+  }
+}
+
+TEST(ToleranceV2, ScoresStoredInE4M3BelowItsNormalRangeErrByItsEta) {
+  // Two keys, logits 0.9 * 2^-10 and 0: stored in E4M3 (s_cast), the first
+  // is below half its smallest subnormal 2^-9 and becomes 0, an absolute
+  // error of 0.9 * 2^-10 that u_s (2 |t| + |s|) = 2.7 * 2^-14 does not
+  // cover. The bound now adds eta_s per rounding; the weights of scores
+  // stored so (both keys then weigh 1/2) pass.
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 2, 1, 1);
+  p.q.data = {1};
+  p.k.data = {static_cast<double>(static_cast<float>(0.9 * 0x1p-10)), 0};
+  p.v.data = {1, -1};
+  p.scale = 1;
+  p.validate();
+  const OracleResult o = oracle(p);
+  PrecisionTraits t = f32_traits();
+  t.s_cast = DType::e4m3;
+  const Tolerances tol = tolerances(p, o, t);
+  ASSERT_EQ(tol.ill_conditioned_rows, 0);
+  ASSERT_EQ(round_to(DType::e4m3, o.scores[0]), 0.0);
+  F32 got;
+  got.weights = {0.5, 0.5};
+  got.out = {0.0};
+  got.lse = {std::log(2.0)};
+  const Comparison c = compare_forward(got, o, tol);
+  EXPECT_TRUE(c.ok()) << c.describe_failures();
+}
+
 }  // namespace
 }  // namespace attncheck
