@@ -529,5 +529,52 @@ TEST(V2Twins, EachIsRightWithoutItsTrigger) {
   }
 }
 
+// ---- P in E4M3 (issue 34) ----
+
+TEST(Fp8P, ScalingPKeepsTheWeightsTheUnscaledCastLoses) {
+  // One key of score 8 and 39 of score 0 (three blocks of 16): the small
+  // weights' p_j = e^-8 = 3.4e-4 are below half E4M3's smallest subnormal
+  // (2^-10), so the unscaled cast (broken_fp8_p_unscaled) drops them all and
+  // the output, 39 e^-8 / Z = 0.0129, becomes 0; online_scaled_e4m3_p casts
+  // 256 p_j = 0.086, a normal E4M3 number, and keeps them to 2^-4.
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 40, 1, 1);
+  p.kv_dtype = DType::e4m3;
+  p.scale = 1;
+  p.q.data = {1};
+  p.k.data[0] = 8;
+  for (int64_t j = 1; j < 40; ++j) p.v.data[static_cast<size_t>(j)] = 1;
+  Problem wide = p;
+  wide.dtype = DType::f64;
+  wide.q_dtype = DType::f32;
+  const ForwardResult reference = impl("loop_f64")->forward(wide);
+  ASSERT_EQ(reference.status, Status::ok) << reference.error;
+  ASSERT_NEAR(reference.out[0], 0.0129, 1e-4);
+  const ForwardResult scaled = run("online_scaled_e4m3_p", p);
+  const ForwardResult unscaled = run("broken_fp8_p_unscaled", p);
+  ASSERT_EQ(scaled.status, Status::ok) << scaled.error;
+  ASSERT_EQ(unscaled.status, Status::ok) << unscaled.error;
+  EXPECT_LT(out_difference(scaled, reference), reference.out[0] / 16);
+  EXPECT_EQ(unscaled.out[0], 0.0);
+  EXPECT_EQ(scaled.lse[0], unscaled.lse[0]);  // l sums the unrounded p_j in both
+}
+
+TEST(Fp8P, TheScaledKernelAgreesWithPagedOnlineF32OnItsFormats) {
+  // The same kernel shape as paged_online_f32 but for the cast: every
+  // version 2 feature at once (packed, paged, sinks, descales, GQA), the
+  // outputs within E4M3's u_p = 2^-4 of values of about 1.
+  const DTypeCombo e4m3{DType::f32, DType::e4m3, DType::f32};
+  Problem p = paged_from(packed_problem({2, 3}, {5, 20}, e4m3, 95), 4, 0.5);
+  p.sink = {0.5, -0.25, 1.0, 0.0};
+  p.descale = Descales{0.75, 1.5, 0.625};
+  p.causal = true;
+  p.align = Align::bottom_right;
+  const ForwardResult correct = run("paged_online_f32", p);
+  const ForwardResult scaled = run("online_scaled_e4m3_p", p);
+  ASSERT_EQ(correct.status, Status::ok) << correct.error;
+  ASSERT_EQ(scaled.status, Status::ok) << scaled.error;
+  expect_close(scaled.out, correct.out, 0x1p-4, "online_scaled_e4m3_p vs paged_online_f32");
+  expect_close(scaled.lse, correct.lse, 1e-5, "lse");
+}
+
 }  // namespace
 }  // namespace attncheck
