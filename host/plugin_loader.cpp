@@ -22,8 +22,32 @@
 
 namespace attncheck {
 
+namespace {
+
+// Refuses a value format d cannot hold: the harness hands a plugin stored
+// values exactly, so a value beyond the largest finite or between two of
+// the format's values is a harness defect that would otherwise reach the
+// plugin as another number (2^24 wrapped to -2^-8 in f16). NaN travels as
+// the format's NaN, an infinity as its infinity where it has one.
+void check_storable(DType d, double x) {
+  if (std::isnan(x) || (std::isinf(x) && d != DType::e4m3) || representable(d, x)) return;
+  if (std::isinf(x)) {
+    throw InputError(
+        fmt::format("value {} cannot be stored in {}, which has no infinity", x, dtype_name(d)));
+  }
+  if (std::fabs(x) > max_finite(d)) {
+    throw InputError(fmt::format("value {} cannot be stored in {}: beyond its largest finite {}", x,
+                                 dtype_name(d), max_finite(d)));
+  }
+  throw InputError(fmt::format("value {} cannot be stored in {} exactly (nearest {})", x,
+                               dtype_name(d), round_to(d, x)));
+}
+
+}  // namespace
+
 uint16_t bf16_bits(double x) {
   if (std::isnan(x)) return 0x7fc0;
+  check_storable(DType::bf16, x);
   // bf16 is the upper half of an f32 with the same exponent range, so a
   // bf16 value converts to float exactly and its low 16 bits are zero.
   const auto f = static_cast<float>(x);
@@ -41,6 +65,7 @@ double bf16_value(uint16_t bits) {
 
 uint16_t f16_bits(double x) {
   if (std::isnan(x)) return 0x7e00;
+  check_storable(DType::f16, x);
   const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
   const double a = std::fabs(x);
   if (std::isinf(a)) return sign | 0x7c00;
@@ -81,9 +106,10 @@ constexpr Fp8 kE5M2{2, 15, 0x7e, true};
 uint8_t fp8_bits(DType d, double x) {
   const Fp8 f = d == DType::e4m3 ? kE4M3 : kE5M2;
   if (std::isnan(x)) return f.nan;
+  check_storable(d, x);
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   const double a = std::fabs(x);
-  if (std::isinf(a)) return f.has_infinity ? sign | 0x7c : f.nan;
+  if (std::isinf(a)) return sign | 0x7c;  // e5m2's: check_storable refused e4m3's
   if (a == 0) return sign;
   // As in f16_bits: subnormals are m 2^(1 - bias - mantissa_bits), normals
   // 1.f 2^e; both scale exactly to integers.
@@ -217,13 +243,14 @@ void store_bits(DType d, unsigned char* at, uint64_t bits) {
 }
 
 // Values travel as doubles exactly representable in d, so every conversion
-// here is exact.
+// here is exact; one that is not is refused (check_storable), never rounded.
 void store_value(DType d, unsigned char* at, double x) {
   switch (d) {
     case DType::f64:
       std::memcpy(at, &x, 8);
       return;
     case DType::f32: {
+      check_storable(d, x);
       const auto f = static_cast<float>(x);
       std::memcpy(at, &f, 4);
       return;
@@ -869,17 +896,29 @@ std::string unknown_version(uint32_t version) {
       version);
 }
 
-// What is wrong with format code `code` in a descriptor of `version`, or
-// "": every field takes f64, f32, bf16 and f16; version 2's input formats
-// (`input`) take e4m3 and e5m2 too.
-std::string format_defect(uint32_t code, uint32_t version, bool input) {
+// Which fp8 formats a descriptor field takes (SPEC 1.1 and 4): q_dtype and
+// kv_dtype both; p_cast and s_cast E4M3 (u = 2^-4, inside the first-order
+// limit 0.1) but not E5M2 (u = 2^-3, past it); an accumulation and the
+// output neither.
+enum class FormatField { input, cast, other };
+
+// What is wrong with format code `code` in a descriptor field of
+// `version`, or "": every field takes f64, f32, bf16 and f16; version 2's
+// fields take the fp8 formats `field` allows.
+std::string format_defect(uint32_t code, uint32_t version, FormatField field) {
   const uint32_t last_known = version >= 2 ? ATTNCHECK_E5M2 : ATTNCHECK_F16;
   if (code > last_known) return fmt::format("{} is no dtype", code);
-  if (code > ATTNCHECK_F16 && !input) {
+  if (code <= ATTNCHECK_F16 || field == FormatField::input) return "";
+  const std::string_view name = dtype_name(static_cast<DType>(code));
+  if (field == FormatField::other) {
     return fmt::format("{} is {}, an input format only (this field takes f64, f32, bf16 or f16)",
-                       code, dtype_name(static_cast<DType>(code)));
+                       code, name);
   }
-  return "";
+  if (code == ATTNCHECK_E4M3) return "";
+  return fmt::format(
+      "{} is {}, an input format only (this field takes f64, f32, bf16, f16 or e4m3: e5m2's u = "
+      "2^-3 is past the first-order limit of SPEC 4)",
+      code, name);
 }
 
 template <typename Abi>
@@ -930,9 +969,10 @@ void validate_descriptor(const typename Abi::Descriptor& d, size_t index,
                     "ATTNCHECK_EMPTY_ROW_ZERO)",
                     d.empty_rows));
   }
-  if (const std::string e = format_defect(d.precision.accum, version, false); !e.empty())
+  using enum FormatField;
+  if (const std::string e = format_defect(d.precision.accum, version, other); !e.empty())
     fail("precision.accum " + e);
-  if (const std::string e = format_defect(d.precision.p_cast, version, false); !e.empty())
+  if (const std::string e = format_defect(d.precision.p_cast, version, cast); !e.empty())
     fail("precision.p_cast " + e);
   if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
   if (d.precision.key_block < 0) fail("precision.key_block is negative");
@@ -948,7 +988,7 @@ void validate_descriptor(const typename Abi::Descriptor& d, size_t index,
   }
   if (l.dv_equals_dk > 1) fail("limits.dv_equals_dk must be 0 or 1");
   if constexpr (version >= 2) {
-    if (const std::string e = format_defect(d.s_cast, version, false); !e.empty())
+    if (const std::string e = format_defect(d.s_cast, version, cast); !e.empty())
       fail("s_cast " + e);
     if (d.ftz_formats & ~kKnownFtz)
       fail(fmt::format("unknown ftz_formats bits {:#x}", d.ftz_formats & ~kKnownFtz));
@@ -957,9 +997,9 @@ void validate_descriptor(const typename Abi::Descriptor& d, size_t index,
     for (uint32_t k = 0; k < d.n_combos; ++k) {
       const attncheck_dtype_combo& c = d.combos[k];
       const std::pair<const char*, std::string> fields[] = {
-          {"q_dtype", format_defect(c.q_dtype, version, true)},
-          {"kv_dtype", format_defect(c.kv_dtype, version, true)},
-          {"out_dtype", format_defect(c.out_dtype, version, false)}};
+          {"q_dtype", format_defect(c.q_dtype, version, input)},
+          {"kv_dtype", format_defect(c.kv_dtype, version, input)},
+          {"out_dtype", format_defect(c.out_dtype, version, other)}};
       for (const auto& [field, e] : fields) {
         if (!e.empty()) fail(fmt::format("combos[{}].{} {}", k, field, e));
       }

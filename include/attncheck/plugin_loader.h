@@ -37,23 +37,29 @@ class PluginContractError : public std::runtime_error {
 /// plugin; they hold a NaN pattern of their own, checked after each call.
 inline constexpr int64_t kPluginGuardElements = 64;
 
-/// The bf16 bit pattern of x, which must be exactly representable in bf16
-/// (or NaN, which becomes the quiet NaN 0x7fc0).
+/// The bf16 bit pattern of x: NaN becomes the quiet NaN 0x7fc0, an
+/// infinity bf16's. A finite x that bf16 cannot hold exactly (beyond its
+/// largest finite, or between two of its values) is refused with an
+/// InputError naming the value and the format, never rounded or wrapped.
 uint16_t bf16_bits(double x);
 
 /// The value of a bf16 bit pattern, exactly.
 double bf16_value(uint16_t bits);
 
-/// The IEEE binary16 bit pattern of x, which must be exactly representable
-/// in f16 (or NaN, which becomes the quiet NaN 0x7e00).
+/// The IEEE binary16 bit pattern of x: NaN becomes the quiet NaN 0x7e00,
+/// an infinity f16's. A finite x that f16 cannot hold exactly (beyond
+/// 65504, or between two of its values) is refused with an InputError
+/// naming the value and the format, never rounded or wrapped.
 uint16_t f16_bits(double x);
 
 /// The value of an f16 bit pattern, exactly.
 double f16_value(uint16_t bits);
 
-/// The bit pattern of x in the fp8 format d (DType::e4m3 or e5m2), which x
-/// must be exactly representable in (NaN becomes the format's NaN; an
-/// infinity, which e4m3 lacks, becomes its NaN).
+/// The bit pattern of x in the fp8 format d (DType::e4m3 or e5m2): NaN
+/// becomes the format's NaN, an infinity e5m2's. A value d cannot hold
+/// exactly (beyond its largest finite, 448 or 57344, between two of its
+/// values, or an infinity in e4m3, which has none) is refused with an
+/// InputError naming the value and the format, never rounded or wrapped.
 uint8_t fp8_bits(DType d, double x);
 
 /// The value of a bit pattern of the fp8 format d, exactly.
@@ -64,9 +70,11 @@ double fp8_value(DType d, uint8_t bits);
 /// sizeof(attncheck_impl), a valid name, dtypes and features of known bits
 /// only (at least one dtype or combination), a forward function (and a
 /// backward one when FEATURE_BACKWARD is declared), a known empty-row
-/// policy, known precision formats (accum, p_cast, s_cast: f64, f32, bf16
-/// or f16), known ftz_formats bits, sane limits, and combos of known
-/// formats (outputs never fp8) that agree with dtypes when both are given.
+/// policy, known precision formats (accum: f64, f32, bf16 or f16; p_cast
+/// and s_cast: those or E4M3, never E5M2, whose u is past SPEC 4's
+/// first-order limit), known ftz_formats bits, sane limits, and combos of
+/// known formats (outputs never fp8) that agree with dtypes when both are
+/// given.
 /// Throws InputError with one line of the form
 /// "ORIGIN: descriptor I (name 'x'): what is wrong".
 void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin);

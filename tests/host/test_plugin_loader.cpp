@@ -328,6 +328,42 @@ TEST(PluginDescriptor, VersionTwoFieldsAreChecked) {
   EXPECT_NE(rejection(d).find("n_combos is 1 but combos is NULL"), std::string::npos);
 }
 
+// SPEC 4: E4M3 enters u_p and eta_p like any other format when P (or S)
+// is cast to it; E5M2 (u = 2^-3, past the first-order limit) is refused as
+// p_cast or s_cast at load, and fp8 stays refused as an accumulation or
+// an output. Issue 34: E4M3 was refused as p_cast and s_cast too.
+TEST(PluginDescriptor, E4M3IsAPCastAndSCastButE5M2IsNot) {
+  auto d = descriptor(0);
+  d.precision = {ATTNCHECK_F32, ATTNCHECK_E4M3, 0, 0, 0};
+  EXPECT_EQ(rejection(d), "");
+  d.s_cast = ATTNCHECK_E4M3;
+  EXPECT_EQ(rejection(d), "");
+  const ImplInfo info = make_plugin_impl(d, "test")->info();
+  EXPECT_EQ(info.precision.p_cast, DType::e4m3);
+  EXPECT_EQ(info.precision.s_cast_format(), DType::e4m3);
+
+  d = descriptor(0);
+  d.precision.p_cast = ATTNCHECK_E5M2;
+  const std::string e = rejection(d);
+  EXPECT_EQ(e.rfind("libx.so: descriptor 3 (name 'copy'): precision.p_cast 5 is e5m2", 0), 0u) << e;
+  EXPECT_NE(e.find("first-order limit"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  d = descriptor(0);
+  d.s_cast = ATTNCHECK_E5M2;
+  EXPECT_NE(rejection(d).find("s_cast 5 is e5m2"), std::string::npos);
+  for (uint32_t fp8 : {ATTNCHECK_E4M3, ATTNCHECK_E5M2}) {
+    d = descriptor(0);
+    d.precision.accum = fp8;
+    EXPECT_NE(rejection(d).find("an input format only (this field takes f64, f32, bf16 or f16)"),
+              std::string::npos)
+        << rejection(d);
+  }
+  // A version 1 descriptor knows no fp8 at all.
+  auto v1 = descriptor_v1(0);
+  v1.precision.p_cast = ATTNCHECK_E4M3;
+  EXPECT_NE(rejection(v1).find("precision.p_cast 4 is no dtype"), std::string::npos);
+}
+
 TEST(PluginDescriptor, VersionOneKnowsOnlyItsOwnBitsAndFormats) {
   auto d = descriptor_v1(0);
   EXPECT_EQ(rejection(d), "");
@@ -848,7 +884,84 @@ TEST(PluginConversions, EveryFp8PatternRoundTripsExactly) {
   EXPECT_EQ(fp8_value(DType::e5m2, 0x7b), 57344.0);
   EXPECT_EQ(fp8_value(DType::e5m2, 0x01), std::ldexp(1.0, -16));
   EXPECT_TRUE(std::isinf(fp8_value(DType::e5m2, 0x7c)));
-  EXPECT_EQ(fp8_bits(DType::e4m3, std::numeric_limits<double>::infinity()), 0x7f);
+  // E4M3 has no infinity (SPEC 1.1): refused like any value it cannot hold
+  // (ValuesAFormatCannotHoldAreRefusedNotWrapped).
+  EXPECT_THROW(fp8_bits(DType::e4m3, std::numeric_limits<double>::infinity()), InputError);
+}
+
+// The InputError message of encoding x, or "" when it encodes.
+template <typename Encode>
+std::string encode_error(Encode encode, double x) {
+  try {
+    encode(x);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 34: the codecs wrapped what they could not hold (2^24 became f16's
+// -2^-8, 65536 its infinity), so a harness defect reached plugins as other
+// numbers. A value beyond the largest finite or between two values of the
+// format is refused naming the value and the format; infinities and NaN
+// travel as the format's own where it has them.
+TEST(PluginConversions, ValuesAFormatCannotHoldAreRefusedNotWrapped) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto f16 = [](double x) { return f16_bits(x); };
+  const auto bf16 = [](double x) { return bf16_bits(x); };
+  const auto e4m3 = [](double x) { return fp8_bits(DType::e4m3, x); };
+  const auto e5m2 = [](double x) { return fp8_bits(DType::e5m2, x); };
+  EXPECT_EQ(encode_error(f16, 0x1p24),
+            "value 16777216 cannot be stored in f16: beyond its largest finite 65504");
+  EXPECT_NE(encode_error(f16, 65536).find("beyond its largest finite"), std::string::npos);
+  EXPECT_NE(encode_error(f16, -65520).find("value -65520 cannot be stored in f16"),
+            std::string::npos);  // rounds to -inf
+  EXPECT_EQ(encode_error(f16, 1 + 0x1p-11),
+            "value 1.00048828125 cannot be stored in f16 exactly (nearest 1)");
+  EXPECT_NE(encode_error(f16, 0x1p-26), "");  // below half the smallest subnormal
+  EXPECT_NE(encode_error(bf16, 1 + 0x1p-9).find("cannot be stored in bf16 exactly"),
+            std::string::npos);
+  EXPECT_NE(encode_error(bf16, 0x1p128).find("bf16: beyond its largest finite"), std::string::npos);
+  EXPECT_NE(encode_error(e4m3, 512).find("e4m3: beyond its largest finite 448"), std::string::npos);
+  EXPECT_NE(encode_error(e4m3, 464), "");  // rounds to 448 or beyond
+  EXPECT_NE(encode_error(e4m3, 0x1p-10), "");
+  EXPECT_EQ(encode_error(e4m3, -inf), "value -inf cannot be stored in e4m3, which has no infinity");
+  EXPECT_NE(encode_error(e5m2, 65536).find("e5m2: beyond its largest finite 57344"),
+            std::string::npos);
+  EXPECT_NE(encode_error(e5m2, 1.125).find("e5m2 exactly"), std::string::npos);
+  // Infinities and NaN where the format has them; representable values as
+  // before, the largest finite included.
+  EXPECT_EQ(f16_bits(inf), 0x7c00);
+  EXPECT_EQ(f16_bits(-inf), 0xfc00);
+  EXPECT_EQ(bf16_bits(inf), 0x7f80);
+  EXPECT_EQ(bf16_bits(-inf), 0xff80);
+  EXPECT_EQ(fp8_bits(DType::e5m2, inf), 0x7c);
+  EXPECT_EQ(fp8_bits(DType::e5m2, -inf), 0xfc);
+  EXPECT_EQ(fp8_bits(DType::e4m3, std::nan("")), 0x7f);
+  EXPECT_EQ(f16_bits(65504), 0x7bff);
+  EXPECT_EQ(fp8_bits(DType::e4m3, -448), 0xfe);
+  EXPECT_EQ(bf16_bits(max_finite(DType::bf16)), 0x7f7f);
+}
+
+// The stored values a plugin call hands over are encoded the same way: a
+// q that its format cannot hold is refused before the plugin runs, f32
+// included (a double between two floats is not rounded).
+TEST_F(PluginCall, AValueItsFormatCannotHoldIsRefusedBeforeTheCall) {
+  const auto impl = make_plugin_impl(descriptor(ATTNCHECK_FEATURE_GQA), "test");
+  for (const auto& [d, x] : {std::pair{DType::f32, 1 + 0x1p-30}, std::pair{DType::f16, 0x1p24},
+                             std::pair{DType::bf16, 0x1p-140}}) {
+    Problem p = busy_problem(d);
+    p.q.data[1] = x;
+    last_problem = {};
+    try {
+      impl->forward(p);
+      ADD_FAILURE() << dtype_name(d) << ": not refused";
+    } catch (const InputError& e) {
+      const std::string expected = "cannot be stored in " + std::string(dtype_name(d));
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(last_problem.abi_version, 0u) << dtype_name(d) << ": the plugin was called";
+  }
 }
 
 // ---- real shared objects ----
