@@ -2,18 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "attncheck/error.h"
 #include "impl_common.h"
 
 namespace attncheck::impls {
 namespace {
 
-// The byte of an E4M3 value (exactly representable): sign, 4 exponent bits
-// of bias 7, 3 mantissa bits; subnormals m 2^-9.
+// The byte of an E4M3 value as a cache stores it: sign, 4 exponent bits of
+// bias 7, 3 mantissa bits; subnormals m 2^-9; NaN 0x7f. The shared codec is
+// fp8_bits of attncheck/plugin_loader.h, which the built-ins cannot call
+// (they link attncheck::core only); like it, a value E4M3 cannot hold
+// (beyond 448, between two of its values, an infinity: E4M3 has none) is
+// refused, never wrapped into another byte.
 uint8_t e4m3_byte(double x) {
+  if (std::isnan(x)) return 0x7f;
+  if (!representable(DType::e4m3, x)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", x);
+    throw InputError(std::string("value ") + text + " cannot be stored in e4m3");
+  }
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   const double a = std::fabs(x);
   if (a == 0) return sign;
