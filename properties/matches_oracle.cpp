@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -34,8 +36,10 @@ void judge_against_oracle(CaseContext& ctx, const Case& c) {
   ctx.expect(cmp, "values differ from the oracle's");
 }
 
-// Largest |scale * q.k| of the problem, in double (only used to aim).
+// Largest |scale * q.k| of the problem's logical values (the stored ones
+// times the descales), in double (only used to aim).
 double max_abs_score(const Problem& p) {
+  const Descales ds = p.descale.value_or(Descales{});
   double m = 0;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h)
@@ -43,9 +47,24 @@ double max_abs_score(const Problem& p) {
         for (int64_t j = 0; j < p.tk; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < p.dk; ++d) dot += p.q.at(b, h, i, d) * p.k.at(b, p.kv_head(h), j, d);
-          m = std::max(m, std::fabs(p.scale * dot));
+          m = std::max(m, std::fabs(p.scale * ds.q * ds.k * dot));
         }
   return m;
+}
+
+// The largest power-of-two shift that keeps every element of q within the
+// largest finite value of q's own storage format (q_dtype, which may be
+// narrower than the output's: an f16 q under an f32 output holds 65504 at
+// most); INT_MAX for an all-zero q.
+int max_q_shift(const Problem& p) {
+  const DType format = p.q_dtype.value_or(p.dtype);
+  double q_max = 0;
+  for (double v : p.q.data)
+    if (std::isfinite(v)) q_max = std::max(q_max, std::fabs(v));
+  if (q_max == 0) return std::numeric_limits<int>::max();
+  int shift = std::ilogb(max_finite(format)) - std::ilogb(q_max);
+  if (std::ldexp(q_max, shift) > max_finite(format)) --shift;
+  return shift;
 }
 
 // Scores are pushed to 2^x with x between the exp-overflow point of the
@@ -85,17 +104,28 @@ Case draw_extreme(CaseContext& ctx) {
   spec.features &= ~ATTNCHECK_FEATURE_SOFTCAP;  // a softcap bounds every score
   Problem p = *gen::problem(spec);
   const auto [lo, hi] = extreme_exponents(ctx.info().precision);
-  const int x = *rc::gen::resize(100, rc::gen::inRange(lo, hi + 1));
   if (max_abs_score(p) == 0) {  // small cases are all zeros: give them a score
     p.q.at(0, 0, 0, 0) = 1;
     p.k.at(0, 0, 0, 0) = 1;
   }
   const double m = max_abs_score(p);
   if (m == 0) ctx.discard("no nonzero score to scale");
+  // Aim only as high as q's storage format reaches (issue 34: an f16 q of
+  // an f32 output was scaled to 2^24 and 65536, which f16 cannot hold):
+  // the score exponent x takes the shift x - ilogb(m) of q.
+  const int top = static_cast<int>(std::min<int64_t>(hi, int64_t{std::ilogb(m)} + max_q_shift(p)));
+  if (top < lo) ctx.discard("q's format cannot reach an extreme score");
+  const int x = *rc::gen::resize(100, rc::gen::inRange(lo, top + 1));
   const int shift = x - std::ilogb(m);
-  for (double& v : p.q.data) v = std::ldexp(v, shift);  // exact: a power of two
+  for (double& v : p.q.data) v = std::ldexp(v, shift);  // exact unless it leaves the format
+  // In q's own format (q_dtype) and finite (NaN only in the gaps of a
+  // padded layout): a shift down may leave the subnormal range, and the
+  // problem must stay one a fixture can hold.
+  const DType q_format = p.q_dtype.value_or(p.dtype);
   for (double v : p.q.data) {
-    if (!representable(p.dtype, v) || std::isinf(v)) ctx.discard("scaled q not representable");
+    if (std::isinf(v) || !representable(q_format, v)) {
+      ctx.discard(fmt::format("scaled q not representable in {}", dtype_name(q_format)));
+    }
   }
   return {p, {{"score_exponent", x}, {"q_scaled_by_power_of_two", shift}}};
 }
