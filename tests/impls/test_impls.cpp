@@ -578,7 +578,8 @@ TEST(Broken, EachBugShowsOnItsCase) {
     // Their cases are of real size, in test_broken_at_size.
     if (test_support::caught_only_at_real_size(i->info().name)) continue;
     // Their cases are version 2 problems, in test_v2_impls.
-    if (test_support::is_v2_twin(i->info().name)) continue;
+    if (test_support::is_v2_twin(i->info().name) || test_support::is_serving_twin(i->info().name))
+      continue;
     EXPECT_TRUE(
         std::any_of(cases.begin(), cases.end(),
                     [&](const BugCase& c) { return c.name == i->info().name; }))

@@ -529,6 +529,103 @@ TEST(V2Twins, EachIsRightWithoutItsTrigger) {
   }
 }
 
+// ---- serving twins (issue 34 item 6) ----
+
+struct ServingCase {
+  std::string name;
+  Problem trigger;  // the twin is wrong here
+  Problem below;    // the same kind of problem just short of its trigger
+};
+
+// p with its block table cut to the width its lengths need.
+Problem tight_table(Problem p) {
+  PagedKv& pg = *p.paged;
+  const int64_t longest = *std::max_element(pg.seqlens_k.begin(), pg.seqlens_k.end());
+  const int64_t stride = (longest + pg.page_size - 1) / pg.page_size;
+  std::vector<int64_t> table;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t s = 0; s < stride; ++s)
+      table.push_back(pg.block_table[static_cast<size_t>(b * pg.block_table_stride + s)]);
+  pg.block_table = table;
+  pg.block_table_stride = stride;
+  return p;
+}
+
+std::vector<ServingCase> serving_cases() {
+  std::vector<ServingCase> cases;
+  const auto with_sink = [](Problem p) {
+    p.sink = {2.0, 2.0, 1.0, 2.0};
+    return p;
+  };
+  // Split-K/V from 257 keys (kPagedSplitKeys): two chunks.
+  for (const char* name : {"broken_split_sink_per_chunk", "broken_split_combine_drops_sink"}) {
+    cases.push_back({name, with_sink(packed_problem({1}, {300}, kF32Bf16, 101)),
+                     with_sink(packed_problem({1}, {256}, kF32Bf16, 101))});
+  }
+  {
+    const auto descaled = [](Problem p) {
+      p.descale = Descales{0.75, 1.5, 0.625};
+      return p;
+    };
+    cases.push_back({"broken_split_drops_descales",
+                     descaled(packed_problem({1}, {300}, kF32Bf16, 102)),
+                     descaled(packed_problem({1}, {256}, kF32Bf16, 102))});
+  }
+  // A 10-key sequence beside one past the split threshold.
+  cases.push_back({"broken_split_reads_max_seqlen_k",
+                   packed_problem({1, 1}, {300, 10}, kF32Bf16, 103),
+                   packed_problem({1, 1}, {256, 10}, kF32Bf16, 103)});
+  {
+    // Key 16 (the second 16-key block) scores highest: the rescale drops
+    // the sink; 16 keys are one block and never rescale.
+    const auto raised = [&](Problem p) {
+      for (double& x : p.q.data) x = 1;
+      for (int64_t g = 0; g < p.kv_heads; ++g)
+        for (int64_t d = 0; d < p.dk; ++d)
+          p.k.data[p.kv_offset(p.k, 0, g, p.tk - 1, d)] = 4;
+      return with_sink(p);
+    };
+    cases.push_back({"broken_sink_lost_on_rescale", raised(packed_problem({1}, {17}, kF32Bf16, 104)),
+                     raised(packed_problem({1}, {16}, kF32Bf16, 104))});
+  }
+  cases.push_back({"broken_cu_seqlens_staged_for_4",
+                   packed_problem({1, 2, 1, 2, 2}, {2, 3, 2, 3, 3}, kF32Bf16, 105),
+                   packed_problem({1, 2, 1, 2}, {2, 3, 2, 3}, kF32Bf16, 105)});
+  {
+    // paged_from pads the table by one entry; the tight table is right.
+    const Problem padded = paged_from(packed_problem({2, 2}, {3, 5}, kF32Bf16, 106), 2, 0);
+    cases.push_back({"broken_block_table_stride_from_lengths", padded, tight_table(padded)});
+  }
+  return cases;
+}
+
+TEST(ServingTwins, EachIsWrongAtItsTriggerAndRightJustBelowIt) {
+  const auto cases = serving_cases();
+  ASSERT_EQ(cases.size(),
+            test_support::kServingTwinsAtSize.size() + test_support::kServingTwinsSmall.size());
+  for (const ServingCase& c : cases) {
+    EXPECT_TRUE(test_support::is_serving_twin(c.name)) << c.name;
+    const ForwardResult correct = run("paged_online_f32", c.trigger);
+    ASSERT_EQ(correct.status, Status::ok) << c.name << ": " << correct.error;
+    Problem wide = c.trigger;
+    wide.dtype = DType::f64;
+    wide.q_dtype = combo_of(c.trigger).q;
+    wide.kv_dtype = combo_of(c.trigger).kv;
+    const ForwardResult reference = impl("loop_f64")->forward(wide);
+    ASSERT_EQ(reference.status, Status::ok) << c.name << ": " << reference.error;
+    expect_close(correct.out, reference.out, 1e-5, c.name + ": paged_online_f32 vs loop_f64");
+    const ForwardResult twin = run(c.name, c.trigger);
+    ASSERT_EQ(twin.status, Status::ok) << c.name << ": " << twin.error;
+    std::cout << c.name << ": out differs by " << out_difference(twin, reference) << "\n";
+    EXPECT_GT(out_difference(twin, reference), 1e-3) << c.name;
+    // Short of the trigger it computes what paged_online_f32 does, bitwise.
+    const ForwardResult right = run("paged_online_f32", c.below);
+    const ForwardResult below = run(c.name, c.below);
+    ASSERT_EQ(below.status, Status::ok) << c.name << ": " << below.error;
+    expect_same(below.out, right.out, c.name + " below its trigger");
+  }
+}
+
 // ---- P in E4M3 (issue 34) ----
 
 TEST(Fp8P, ScalingPKeepsTheWeightsTheUnscaledCastLoses) {
