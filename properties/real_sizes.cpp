@@ -39,7 +39,7 @@ bool same(const gen::SizeShape& a, const gen::SizeShape& b) {
   return a.batch == b.batch && a.heads == b.heads && a.kv_heads == b.kv_heads && a.tq == b.tq &&
          a.tk == b.tk && a.dk == b.dk && a.dv == b.dv && a.causal == b.causal &&
          a.align == b.align && a.key_padding == b.key_padding && a.small_values == b.small_values &&
-         a.zero_queries == b.zero_queries;
+         a.zero_queries == b.zero_queries && a.sequences == b.sequences;
 }
 
 // The smallest n in [1, start] with fails(n), searched as the header says;
@@ -219,6 +219,16 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     for (int64_t b = 1; b < cur.batch; ++b) {
       gen::SizeShape s = cur;
       s.batch = b;
+      if (fails(s)) {
+        cur = s;
+        break;
+      }
+    }
+    // The sequences of a packed or paged draw, the fewest that still fail.
+    const bool varlen = ctx.failed_case && ctx.failed_case->problem.varlen();
+    for (int64_t n = 1; varlen && n < 16; ++n) {
+      gen::SizeShape s = cur;
+      s.sequences = n;
       if (fails(s)) {
         cur = s;
         break;

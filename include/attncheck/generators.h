@@ -36,6 +36,9 @@ struct SizeShape {
   /// sinks, descales and layouts deterministically (SPEC 3), and the size
   /// search keeps the number, and with it the parts, while it shrinks.
   int64_t variant = 0;
+  /// Sequences of a packed or paged draw at this shape; 0 = 5 to 16, by
+  /// the variant. The size search shrinks it as it shrinks batch.
+  int64_t sequences = 0;
   std::string label;         ///< what the shape is for ("tk 4097 decode, padded")
 
   /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.

@@ -623,6 +623,18 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
   const bool bottom_right_causal = d.causal && d.align == Align::bottom_right;
   Lengths len = part([=] {
     Lengths l;
+    // The page size first: a search that changes the number of sequences
+    // keeps it.
+    if (plan.paged) {
+      const int64_t small[] = {1, 2, 3, 16}, real[] = {16, 256, 17};
+      l.page_size = at_size ? real[pick(3)] : small[pick(4)];
+      l.spare_pages = pick(3);
+      // Serving block tables are sized for the model's longest sequence,
+      // not this batch's: a kernel that takes the row stride from the
+      // lengths reads the wrong row.
+      const int64_t pads[] = {0, 1, 3, 61};
+      l.table_pad = pads[pick(4)];
+    }
     const auto length = [at_size](int64_t lo, int64_t n) {
       return at_size ? real_size_length(lo, n) : *inRange<int64_t>(lo, n + 1);
     };
@@ -640,14 +652,6 @@ Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_siz
       l.k.push_back(!(plan.packed_k || plan.paged) ? d.tk : longest ? d.tk : length(lo, n_of(d.tk)));
     }
     if (plan.paged) {
-      const int64_t small[] = {1, 2, 3, 16}, real[] = {16, 256, 17};
-      l.page_size = at_size ? real[pick(3)] : small[pick(4)];
-      l.spare_pages = pick(3);
-      // Serving block tables are sized for the model's longest sequence,
-      // not this batch's: a kernel that takes the row stride from the
-      // lengths reads the wrong row.
-      const int64_t pads[] = {0, 1, 3, 61};
-      l.table_pad = pads[pick(4)];
       for (int64_t b = 0; b < d.batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
     }
     return l;
@@ -814,11 +818,12 @@ V2Plan size_plan(const GenSpec& spec, bool any_combo) {
 }
 
 // A real-size shape cut into 5 to 16 sequences (SPEC 3: batches past the
-// 4 a kernel may stage), the cost kept near the shape's: fewer K/V heads
+// 4 a kernel may stage; s.sequences once the size search has shrunk
+// them), the cost kept near the shape's: fewer K/V heads
 // (the group kept), then fewer queries. make_varlen gives the sequences
 // after the first at most a quarter of its lengths.
 SizeShape as_sequences(SizeShape s) {
-  const int64_t sequences = 5 + (s.variant * 5) % 12;
+  const int64_t sequences = s.sequences > 0 ? s.sequences : 5 + (s.variant * 5) % 12;
   int64_t factor = std::max<int64_t>(1, sequences / s.batch);
   const int64_t group = s.heads / s.kv_heads;
   while (factor > 1 && s.kv_heads > 1) {

@@ -52,8 +52,8 @@ int64_t allowed_dim(int64_t d, const Limits& lim) {
 }  // namespace
 
 std::string SizeShape::describe() const {
-  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}{}{}", batch, heads, kv_heads, tq,
-                     tk, dk, dv,
+  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}{}{}{}", batch, heads, kv_heads, tq,
+                     tk, dk, dv, sequences > 0 ? fmt::format(", {} sequences", sequences) : "",
                      causal ? (align == Align::bottom_right ? " causal bottom-right" : " causal")
                             : "",
                      key_padding ? " padded" : "", zero_queries ? ", q = 0" : "",
