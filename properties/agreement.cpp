@@ -72,10 +72,10 @@ void judge_agreement(CaseContext& ctx, const Case& c) {
   const auto partner = partner_for(ctx.info(), ctx.dtype());
   if (!partner) ctx.discard("no partner implementation");
   const ForwardResult r = ctx.call_ok(p);
-  if (!undeclared_v2_part(partner->info(), p).empty()) {
+  if (const std::string part = undeclared_v2_part(partner->info(), p); !part.empty()) {
     ctx.fail(fmt::format("attncheck drew a problem with {}, which the partner {} does not "
                          "declare: a defect of attncheck (please report it)",
-                         undeclared_v2_part(partner->info(), p), partner->info().name));
+                         part, partner->info().name));
   }
   const ForwardResult rp = partner->forward(p);
   if (rp.status != Status::ok) ctx.discard("the partner could not compute the problem");

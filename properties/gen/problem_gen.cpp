@@ -485,35 +485,60 @@ struct V2Plan {
   size_t combo = 0;  // index into spec.combos
 };
 
+// Whether the spec allows the version 2 part `bit`, and whether every
+// problem must have it.
+bool may_have(const GenSpec& spec, Features bit) { return (spec.v2 & spec.features & bit) != 0; }
+bool must_have(const GenSpec& spec, Features bit) {
+  return may_have(spec, bit) && (spec.v2_required & bit) != 0;
+}
+
+// The layouts a problem may take, simplest first: dense, packed (queries
+// and keys, or queries only), paged (dense or packed queries). Keys are
+// paged or packed, not both.
+std::vector<V2Plan> layout_choices(const GenSpec& spec) {
+  const auto may = [&](Features bit) { return may_have(spec, bit); };
+  const auto must = [&](Features bit) { return must_have(spec, bit); };
+  std::vector<V2Plan> layouts;
+  const auto layout = [&](bool packed_q, bool packed_k, bool paged) {
+    V2Plan l;
+    l.packed_q = packed_q;
+    l.packed_k = packed_k;
+    l.paged = paged;
+    layouts.push_back(l);
+  };
+  if (!must(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) layout(false, false, false);
+  if (may(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) {
+    layout(true, true, false);
+    layout(true, false, false);
+  }
+  if (may(ATTNCHECK_FEATURE_PAGED_KV)) {
+    if (!must(ATTNCHECK_FEATURE_PACKED)) layout(false, false, true);
+    if (may(ATTNCHECK_FEATURE_PACKED)) layout(true, false, true);
+  }
+  if (layouts.empty()) layout(false, false, false);
+  return layouts;
+}
+
+// `plan` with the layout of `l`.
+V2Plan with_layout_of(V2Plan plan, const V2Plan& l) {
+  plan.packed_q = l.packed_q;
+  plan.packed_k = l.packed_k;
+  plan.paged = l.paged;
+  return plan;
+}
+
 V2Plan draw_plan(const GenSpec& spec, bool any_combo) {
   return part([spec, any_combo] {
-    const auto may = [&](Features bit) { return (spec.v2 & spec.features & bit) != 0; };
-    const auto must = [&](Features bit) { return may(bit) && (spec.v2_required & bit) != 0; };
     V2Plan plan;
     if (any_combo) {
       plan.combo = static_cast<size_t>(pick(static_cast<int64_t>(spec.combos.size())));
     }
-    plan.sink = must(ATTNCHECK_FEATURE_SINK) || (may(ATTNCHECK_FEATURE_SINK) && coin());
-    plan.descale = must(ATTNCHECK_FEATURE_DESCALE) || (may(ATTNCHECK_FEATURE_DESCALE) && coin());
-    // Layouts: dense, packed (queries and keys, or queries only), paged
-    // (dense or packed queries). Keys are paged or packed, not both.
-    enum { kDense, kPacked, kPackedQ, kPaged, kPagedPackedQ };
-    std::vector<int> layouts;
-    if (!must(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) layouts.push_back(kDense);
-    if (may(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) {
-      layouts.push_back(kPacked);
-      layouts.push_back(kPackedQ);
-    }
-    if (may(ATTNCHECK_FEATURE_PAGED_KV)) {
-      if (!must(ATTNCHECK_FEATURE_PACKED)) layouts.push_back(kPaged);
-      if (may(ATTNCHECK_FEATURE_PACKED)) layouts.push_back(kPagedPackedQ);
-    }
-    if (layouts.empty()) layouts.push_back(kDense);
-    const int layout = layouts[static_cast<size_t>(pick(static_cast<int64_t>(layouts.size())))];
-    plan.packed_q = layout == kPacked || layout == kPackedQ || layout == kPagedPackedQ;
-    plan.packed_k = layout == kPacked;
-    plan.paged = layout == kPaged || layout == kPagedPackedQ;
-    return plan;
+    plan.sink = must_have(spec, ATTNCHECK_FEATURE_SINK) ||
+                (may_have(spec, ATTNCHECK_FEATURE_SINK) && coin());
+    plan.descale = must_have(spec, ATTNCHECK_FEATURE_DESCALE) ||
+                   (may_have(spec, ATTNCHECK_FEATURE_DESCALE) && coin());
+    const std::vector<V2Plan> layouts = layout_choices(spec);
+    return with_layout_of(plan, layouts[static_cast<size_t>(pick(static_cast<int64_t>(layouts.size())))]);
   });
 }
 
@@ -784,37 +809,14 @@ bool varlen(const V2Plan& plan) { return plan.packed_q || plan.packed_k || plan.
 // variant, keeps them while it shrinks the shape.
 V2Plan size_plan(const GenSpec& spec, bool any_combo) {
   const auto k = static_cast<size_t>(spec.size->variant);
-  const auto may = [&](Features bit) { return (spec.v2 & spec.features & bit) != 0; };
-  const auto must = [&](Features bit) { return may(bit) && (spec.v2_required & bit) != 0; };
   V2Plan plan;
   if (any_combo) plan.combo = k % spec.combos.size();
-  plan.sink = must(ATTNCHECK_FEATURE_SINK) || (may(ATTNCHECK_FEATURE_SINK) && k % 2 == 1);
-  plan.descale = must(ATTNCHECK_FEATURE_DESCALE) ||
-                 (may(ATTNCHECK_FEATURE_DESCALE) && (k % 4 == 1 || k % 4 == 2));
-  std::vector<V2Plan> layouts;  // as draw_plan's: dense, packed, packed q, paged, paged with packed q
-  const auto layout = [&](bool packed_q, bool packed_k, bool paged) {
-    V2Plan l;
-    l.packed_q = packed_q;
-    l.packed_k = packed_k;
-    l.paged = paged;
-    layouts.push_back(l);
-  };
-  if (!must(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) layout(false, false, false);
-  if (may(ATTNCHECK_FEATURE_PACKED) && !must(ATTNCHECK_FEATURE_PAGED_KV)) {
-    layout(true, true, false);
-    layout(true, false, false);
-  }
-  if (may(ATTNCHECK_FEATURE_PAGED_KV)) {
-    if (!must(ATTNCHECK_FEATURE_PACKED)) layout(false, false, true);
-    if (may(ATTNCHECK_FEATURE_PACKED)) layout(true, false, true);
-  }
-  if (!layouts.empty()) {
-    const V2Plan& l = layouts[(k / 3) % layouts.size()];
-    plan.packed_q = l.packed_q;
-    plan.packed_k = l.packed_k;
-    plan.paged = l.paged;
-  }
-  return plan;
+  plan.sink = must_have(spec, ATTNCHECK_FEATURE_SINK) ||
+              (may_have(spec, ATTNCHECK_FEATURE_SINK) && k % 2 == 1);
+  plan.descale = must_have(spec, ATTNCHECK_FEATURE_DESCALE) ||
+                 (may_have(spec, ATTNCHECK_FEATURE_DESCALE) && (k % 4 == 1 || k % 4 == 2));
+  const std::vector<V2Plan> layouts = layout_choices(spec);
+  return with_layout_of(plan, layouts[(k / 3) % layouts.size()]);
 }
 
 // A real-size shape cut into 5 to 16 sequences (SPEC 3: batches past the
