@@ -9,6 +9,8 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "attncheck/generators.h"
@@ -143,6 +145,49 @@ TEST(GeneratorV2, VersionOneSpecsDrawVersionOneProblems) {
   sample(spec, [](const Problem& p) {
     ASSERT_FALSE(p.needs_v2());
   });
+}
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// Issue 34 item 5: serving batches and the formats' ends. Sequences past 4,
+// block tables wider than the batch needs, and fp8 values in their top
+// binade (E4M3 256-448, decoders' NaN confusion; E5M2's 57344) occur.
+TEST(GeneratorV2, ServingBatchesAndFormatEndsOccur) {
+  int past_four = 0, padded_tables = 0, e4m3_top = 0;
+  sample(v2_spec(), [&](const Problem& p) {
+    if (p.varlen() && p.batch > 4) ++past_four;
+    if (p.paged) {
+      const PagedKv& pg = *p.paged;
+      const int64_t longest = *std::max_element(pg.seqlens_k.begin(), pg.seqlens_k.end());
+      if (pg.block_table_stride > (longest + pg.page_size - 1) / pg.page_size) ++padded_tables;
+    }
+    if (p.kv_dtype == DType::e4m3) {
+      for (double x : p.v.data)
+        if (std::fabs(x) >= 256 && std::fabs(x) <= 448) {
+          ++e4m3_top;
+          break;
+        }
+    }
+  });
+  EXPECT_GT(past_four, kSamples / 20);
+  EXPECT_GT(padded_tables, kSamples / 50);
+  EXPECT_GT(e4m3_top, 0);
+  // E5M2's largest finite value with an output that holds it (f64).
+  ImplInfo info = find_impl("loop_f64")->info();
+  info.combos = {{DType::e5m2, DType::e5m2, DType::f64}};
+  int e5m2_top = 0;
+  sample(gen::spec_for(info, DType::f64), [&](const Problem& p) {
+    for (double x : p.v.data)
+      if (std::fabs(x) == 57344) {
+        ++e5m2_top;
+        break;
+      }
+  });
+  EXPECT_GT(e5m2_top, 0);
 }
 
 }  // namespace
