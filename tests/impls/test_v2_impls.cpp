@@ -489,26 +489,28 @@ TEST(V2Twins, EachIsDeclaredLikeTheKernelItBreaks) {
   }
 }
 
+// paged_online_f32 and loop_f64 (on the same inputs, f64 output) agree on
+// p within 1e-5; twin `name` is wrong by far more than that.
+void expect_wrong_where_the_kernels_agree(const std::string& name, const Problem& p) {
+  const ForwardResult correct = run("paged_online_f32", p);
+  ASSERT_EQ(correct.status, Status::ok) << name << ": " << correct.error;
+  Problem wide = p;
+  wide.dtype = DType::f64;
+  wide.q_dtype = combo_of(p).q;
+  wide.kv_dtype = combo_of(p).kv;
+  const ForwardResult reference = impl("loop_f64")->forward(wide);
+  ASSERT_EQ(reference.status, Status::ok) << name << ": " << reference.error;
+  expect_close(correct.out, reference.out, 1e-5, name + ": paged_online_f32 vs loop_f64");
+  const ForwardResult twin = run(name, p);
+  ASSERT_EQ(twin.status, Status::ok) << name << ": " << twin.error;
+  std::cout << name << ": out differs by " << out_difference(twin, reference) << "\n";
+  EXPECT_GT(out_difference(twin, reference), 1e-3) << name;
+}
+
 TEST(V2Twins, EachDiffersWhereTheCorrectKernelsAgree) {
   const auto cases = twin_cases();
   ASSERT_EQ(cases.size(), test_support::kV2Twins.size());
-  for (const TwinCase& c : cases) {
-    const ForwardResult correct = run("paged_online_f32", c.problem);
-    ASSERT_EQ(correct.status, Status::ok) << c.name << ": " << correct.error;
-    // loop_f64 on the same inputs (f64 output) agrees with the kernel.
-    Problem wide = c.problem;
-    wide.dtype = DType::f64;
-    wide.q_dtype = combo_of(c.problem).q;
-    wide.kv_dtype = combo_of(c.problem).kv;
-    const ForwardResult reference = impl("loop_f64")->forward(wide);
-    ASSERT_EQ(reference.status, Status::ok) << c.name << ": " << reference.error;
-    expect_close(correct.out, reference.out, 1e-5, c.name + ": paged_online_f32 vs loop_f64");
-    // The twin is wrong by far more than that.
-    const ForwardResult twin = run(c.name, c.problem);
-    ASSERT_EQ(twin.status, Status::ok) << c.name << ": " << twin.error;
-    std::cout << c.name << ": out differs by " << out_difference(twin, reference) << "\n";
-    EXPECT_GT(out_difference(twin, reference), 1e-3) << c.name;
-  }
+  for (const TwinCase& c : cases) expect_wrong_where_the_kernels_agree(c.name, c.problem);
 }
 
 TEST(V2Twins, EachIsRightWithoutItsTrigger) {
@@ -605,19 +607,7 @@ TEST(ServingTwins, EachIsWrongAtItsTriggerAndRightJustBelowIt) {
             test_support::kServingTwinsAtSize.size() + test_support::kServingTwinsSmall.size());
   for (const ServingCase& c : cases) {
     EXPECT_TRUE(test_support::is_serving_twin(c.name)) << c.name;
-    const ForwardResult correct = run("paged_online_f32", c.trigger);
-    ASSERT_EQ(correct.status, Status::ok) << c.name << ": " << correct.error;
-    Problem wide = c.trigger;
-    wide.dtype = DType::f64;
-    wide.q_dtype = combo_of(c.trigger).q;
-    wide.kv_dtype = combo_of(c.trigger).kv;
-    const ForwardResult reference = impl("loop_f64")->forward(wide);
-    ASSERT_EQ(reference.status, Status::ok) << c.name << ": " << reference.error;
-    expect_close(correct.out, reference.out, 1e-5, c.name + ": paged_online_f32 vs loop_f64");
-    const ForwardResult twin = run(c.name, c.trigger);
-    ASSERT_EQ(twin.status, Status::ok) << c.name << ": " << twin.error;
-    std::cout << c.name << ": out differs by " << out_difference(twin, reference) << "\n";
-    EXPECT_GT(out_difference(twin, reference), 1e-3) << c.name;
+    expect_wrong_where_the_kernels_agree(c.name, c.trigger);
     // Short of the trigger it computes what paged_online_f32 does, bitwise.
     const ForwardResult right = run("paged_online_f32", c.below);
     const ForwardResult below = run(c.name, c.below);
