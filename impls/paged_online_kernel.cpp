@@ -216,7 +216,8 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
       for (size_t c = 0; c < n; ++c) {
         const float pj = std::exp(s[c] - st.m);
         st.l += pj;
-        const float pv = bugs.p_cast ? static_cast<float>(round_to(*bugs.p_cast, pj)) : pj;
+        const float pv =
+            bugs.p_cast ? static_cast<float>(round_to(*bugs.p_cast, pj * bugs.p_scale)) : pj;
         for (size_t d = 0; d < dv; ++d) st.acc[d] += pv * read.kv(p.v, v_rows[c], static_cast<int64_t>(d));
       }
     }
@@ -303,6 +304,7 @@ ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs) {
         }
         for (size_t d = 0; d < dv; ++d) {
           float x = st.acc[d] / st.l;
+          if (bugs.p_cast) x /= bugs.p_scale;
           for (int k = 0; k < bugs.v_descale_times; ++k) x *= v_descale;
           r.out[out_index(p, sb, h, i, static_cast<int64_t>(d))] = to_output(p, x);
         }

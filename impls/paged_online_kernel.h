@@ -78,6 +78,12 @@ struct PagedBugs {
   /// P rounded to this format before P.V, without the scale that would
   /// keep weights out of its subnormal range (and not declared).
   std::optional<DType> p_cast;
+  /// With p_cast: P multiplied by this before the cast and the sum divided
+  /// by it after. 1 is broken_fp8_p_unscaled's cast; a power of two (256)
+  /// keeps the weights in E4M3's normal range and is no bug, but the
+  /// correct FlashAttention-3 style kernel online_scaled_e4m3_p, which
+  /// declares p_cast e4m3 (the scale and its removal are exact).
+  float p_scale = 1.0f;
   /// Split-K/V: every chunk starts from the sink, as the whole row's first
   /// block does, so the combine counts it once per chunk.
   bool split_sink_per_chunk = false;
