@@ -301,7 +301,11 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   ASSERT_NE(prop, nullptr);
   RunConfig config;
   config.seed = GetParam().seed;  // the CI profile, real sizes on
-  const std::string dir = testing::TempDir() + "attncheck-at-size-" + GetParam().impl;
+  // One folder per seed: ctest runs the seeds of a twin in parallel, and
+  // each removes its folder when done (a shared one raced: a seed read the
+  // fixture while another rewrote it).
+  const std::string dir = testing::TempDir() + "attncheck-at-size-" + GetParam().impl + "-seed" +
+                          std::to_string(GetParam().seed);
   config.save_failures_dir = dir;
   DType dtype = DType::f64;
   for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
