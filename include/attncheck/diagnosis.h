@@ -9,8 +9,9 @@
 // explained by the hypotheses under which exactly those rows are empty. A
 // name is kept only when it also explains the unshrunk failing case (or,
 // without one, a problem near the shrunk one), so a shrunk problem that is
-// degenerate does not get a confident wrong name. The table is in
-// judge/diagnosis.cpp.
+// degenerate does not get a confident wrong name. The bug classes' names
+// and report lines are the bug catalogue's (core/bugs.h), the table is in
+// judge/hypotheses.cpp, the matching in judge/diagnosis.cpp.
 
 #include <array>
 #include <cstdint>

@@ -1,0 +1,519 @@
+// The hypothesis table: for each bug class of the catalogue (core/bugs.h),
+// what an implementation with that bug computes for a problem, as an
+// alternative result to test an output against (judge/diagnosis.cpp). Most
+// are attention on a changed problem (another scale, another mask, another
+// alignment), judged by the oracle; what a Problem cannot express (a finite
+// mask fill, a softmax over the query axis, a softcap without its division)
+// is recomputed here in long double; the precision classes keep the correct
+// values and suppose a lower arithmetic.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "attncheck/diagnosis.h"
+#include "attncheck/tolerance.h"
+#include "attncheck/transforms.h"
+#include "core/bugs.h"
+
+namespace attncheck {
+namespace {
+
+using bugs::Bug;
+
+// Recomputations for what a Problem cannot express work in long double
+// (a 64-bit significand on x86-64, 113 bits on aarch64 Linux): 2^11 times
+// finer than f64, whose tolerances are the tightest, so its own rounding
+// does not matter next to the tolerance it is judged with.
+using Real = long double;
+
+using Transform = std::function<std::optional<Problem>(const Problem&)>;
+
+// A hypothesis that is attention on another problem: its exact result is the
+// oracle's for that problem, judged with the declared traits.
+AlternativeFn transformed(Transform transform) {
+  return [transform = std::move(transform)](
+             const Problem& p, const OracleResult&,
+             const PrecisionTraits& declared) -> std::optional<Alternative> {
+    std::optional<Problem> changed = transform(p);
+    if (!changed) return std::nullopt;
+    Alternative a;
+    a.result = oracle(*changed);
+    a.problem = std::move(*changed);
+    a.traits = declared;
+    return a;
+  };
+}
+
+// The problem with scale `scale(p)` in place of p.scale.
+AlternativeFn with_scale(std::function<double(const Problem&)> scale) {
+  return transformed([scale = std::move(scale)](const Problem& p) -> std::optional<Problem> {
+    const double s = scale(p);
+    if (s == p.scale) return std::nullopt;
+    Problem a = p;
+    a.scale = s;
+    return a;
+  });
+}
+
+// The constraints SPEC 1 AND-s, one by one, so a rule can replace one.
+bool key_ok(const Problem& p, int64_t b, int64_t j) {
+  return p.key_valid.empty() || p.key_valid[static_cast<size_t>(b * p.tk + j)] != 0;
+}
+bool causal_ok(const Problem& p, int64_t i, int64_t j) { return p.causal_band(i).contains(j); }
+bool window_ok(const Problem& p, int64_t i, int64_t j) { return p.window_band(i).contains(j); }
+bool left_ok(const Problem& p, int64_t i, int64_t j) {
+  return p.window_left < 0 || j >= p.position(i) - p.window_left;
+}
+bool right_ok(const Problem& p, int64_t i, int64_t j) {
+  return p.window_right < 0 || j <= p.position(i) + p.window_right;
+}
+bool mask_ok(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return !p.mask || p.mask->at(b, h, i, j, p.tq, p.tk) != 0;
+}
+
+using KeyRule = std::function<bool(const Problem&, int64_t b, int64_t h, int64_t i, int64_t j)>;
+
+// A hypothesis about which keys a query sees: the problem whose only
+// constraint is the explicit mask of `rule`, where `applies(p)`.
+AlternativeFn restricted(std::function<bool(const Problem&)> applies, KeyRule rule) {
+  return transformed([applies = std::move(applies),
+                      rule = std::move(rule)](const Problem& p) -> std::optional<Problem> {
+    if (!applies(p)) return std::nullopt;
+    Broadcast<uint8_t> mask;
+    mask.batch = p.batch;
+    mask.heads = p.heads;
+    mask.data.resize(static_cast<size_t>(p.score_elements()));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j)
+            mask.at(b, h, i, j, p.tq, p.tk) = rule(p, b, h, i, j) ? 1 : 0;
+    Problem a = p;
+    a.key_valid.clear();
+    a.causal = false;
+    a.window_left = a.window_right = -1;
+    a.mask = std::move(mask);
+    return a;
+  });
+}
+
+// GQA with query head h reading K/V head h % kv_heads: the problem with each
+// query head's K/V copied out under that mapping.
+std::optional<Problem> kv_heads_by_modulo(const Problem& p) {
+  if (p.kv_heads <= 1 || p.kv_heads >= p.heads) return std::nullopt;  // both maps agree
+  return expand_kv_heads(p, [](const Problem& q, int64_t h) { return h % q.kv_heads; });
+}
+
+// Softmax attention over given scores (s_ij at every key, [b][h][tq][tk])
+// and the allowed keys of `a`, in long double, with the row quantities
+// tolerances() reads.
+OracleResult softmax_of_scores(const Problem& a, std::vector<double> scores,
+                               std::vector<double> abs_dot) {
+  const auto rows = static_cast<size_t>(a.batch * a.heads * a.tq);
+  const Real inf = std::numeric_limits<Real>::infinity();
+  OracleResult r;
+  r.out.assign(rows * static_cast<size_t>(a.dv), 0.0);
+  r.weights.assign(rows * static_cast<size_t>(a.tk), 0.0);
+  r.lse.assign(rows, -std::numeric_limits<double>::infinity());
+  r.row_max.assign(rows, -std::numeric_limits<double>::infinity());
+  r.row_sum.assign(rows, 0.0);
+  r.row_allowed.assign(rows, 0);
+  r.row_empty.assign(rows, 0);
+  std::vector<Real> e(static_cast<size_t>(a.tk));
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.heads; ++h)
+      for (int64_t i = 0; i < a.tq; ++i) {
+        const size_t row = row_index(a, b, h, i);
+        Real m = -inf;
+        int64_t n = 0;
+        for (int64_t j = 0; j < a.tk; ++j)
+          if (a.allowed(b, h, i, j)) {
+            m = std::max(m, static_cast<Real>(scores[weight_index(a, b, h, i, j)]));
+            ++n;
+          }
+        if (n == 0) {
+          r.row_empty[row] = 1;
+          r.empty_rows.push_back({b, h, i});
+          continue;
+        }
+        Real l = 0;
+        for (int64_t j = 0; j < a.tk; ++j) {
+          const auto jj = static_cast<size_t>(j);
+          e[jj] = a.allowed(b, h, i, j)
+                      ? std::exp(static_cast<Real>(scores[weight_index(a, b, h, i, j)]) - m)
+                      : 0;
+          l += e[jj];
+        }
+        for (int64_t j = 0; j < a.tk; ++j)
+          r.weights[weight_index(a, b, h, i, j)] =
+              static_cast<double>(e[static_cast<size_t>(j)] / l);
+        for (int64_t d = 0; d < a.dv; ++d) {
+          Real c = 0;
+          for (int64_t j = 0; j < a.tk; ++j)
+            c += e[static_cast<size_t>(j)] / l * static_cast<Real>(a.v.at(b, a.kv_head(h), j, d));
+          r.out[out_index(a, b, h, i, d)] = static_cast<double>(c);
+        }
+        r.row_max[row] = static_cast<double>(m);
+        r.row_sum[row] = static_cast<double>(l);
+        r.row_allowed[row] = n;
+        r.lse[row] = static_cast<double>(m + std::log(l));
+      }
+  r.scores = std::move(scores);
+  r.abs_dot = std::move(abs_dot);
+  return r;
+}
+
+// Masking by a finite score instead of -inf: every key takes part, the
+// disallowed ones with score fill(s_ij). `from_dot` says whether the filled
+// score still comes from the dot product (an additive mask) or is a
+// constant (so carries no dot-product error).
+AlternativeFn masked_by_fill(std::function<Real(double)> fill, bool from_dot) {
+  return [fill = std::move(fill), from_dot](
+             const Problem& p, const OracleResult& correct,
+             const PrecisionTraits& declared) -> std::optional<Alternative> {
+    std::vector<double> scores = correct.scores, abs_dot = correct.abs_dot;
+    bool any = false;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j) {
+            if (p.allowed(b, h, i, j)) continue;
+            any = true;
+            const size_t w = weight_index(p, b, h, i, j);
+            scores[w] = static_cast<double>(fill(scores[w]));
+            if (!from_dot) abs_dot[w] = 0;
+          }
+    if (!any) return std::nullopt;
+    Alternative a;
+    a.problem = p;
+    a.problem.key_valid.clear();
+    a.problem.causal = false;
+    a.problem.window_left = a.problem.window_right = -1;
+    a.problem.mask.reset();
+    a.result = softmax_of_scores(a.problem, std::move(scores), std::move(abs_dot));
+    a.traits = declared;
+    return a;
+  };
+}
+
+// Each key's column normalised over the queries that may see it, instead of
+// each query's row over its keys. The tolerance is computed as for rows from
+// the column weights (their logit and normalisation terms); lse is left out,
+// as the hypothesis does not say which normaliser an implementation reports.
+std::optional<Alternative> softmax_over_queries(const Problem& p, const OracleResult& correct,
+                                                const PrecisionTraits& declared) {
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.predicts_lse = false;
+  const Real inf = std::numeric_limits<Real>::infinity();
+  std::vector<Real> w(static_cast<size_t>(p.tq * p.tk));  // one slice, [i][j]
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const auto at = [&](int64_t i, int64_t j) { return static_cast<size_t>(i * p.tk + j); };
+      for (int64_t j = 0; j < p.tk; ++j) {
+        Real m = -inf, z = 0;
+        for (int64_t i = 0; i < p.tq; ++i)
+          if (p.allowed(b, h, i, j))
+            m = std::max(m, static_cast<Real>(correct.scores[weight_index(p, b, h, i, j)]));
+        for (int64_t i = 0; i < p.tq; ++i) {
+          w[at(i, j)] =
+              p.allowed(b, h, i, j)
+                  ? std::exp(static_cast<Real>(correct.scores[weight_index(p, b, h, i, j)]) - m)
+                  : 0;
+          z += w[at(i, j)];
+        }
+        for (int64_t i = 0; i < p.tq; ++i) {
+          if (z > 0) w[at(i, j)] /= z;
+          a.result.weights[weight_index(p, b, h, i, j)] = static_cast<double>(w[at(i, j)]);
+        }
+      }
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t d = 0; d < p.dv; ++d) {
+          Real c = 0;
+          for (int64_t j = 0; j < p.tk; ++j)
+            c += w[at(i, j)] * static_cast<Real>(p.v.at(b, p.kv_head(h), j, d));
+          a.result.out[out_index(p, b, h, i, d)] = static_cast<double>(c);
+        }
+    }
+  return a;
+}
+
+// The correct values under the traits of `lower` arithmetic, for an
+// implementation that declares `declared_accum` accumulation: the output
+// must fit the former and fail the latter.
+AlternativeFn computed_in(DType declared_accum, DType lower) {
+  return [declared_accum, lower](const Problem& p, const OracleResult& correct,
+                                 const PrecisionTraits& declared) -> std::optional<Alternative> {
+    if (declared.accum != declared_accum) return std::nullopt;
+    Alternative a;
+    a.problem = p;
+    a.result = correct;
+    a.traits = declared;
+    a.traits.accum = lower;
+    if (unit_roundoff(a.traits.p_cast) < unit_roundoff(lower)) a.traits.p_cast = lower;
+    // The lower format's exp is at best within an ulp (glibc's expf).
+    a.traits.exp_ulps = std::max<uint32_t>(declared.exp_ulps, 1);
+    a.same_values = true;
+    return a;
+  };
+}
+
+bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
+
+// The correct values judged as if every format flushed (SPEC 4: results
+// below twice the smallest normal may become 0), for an implementation that
+// declares fewer flushing formats: the output must fit the former and fail
+// the declared traits.
+std::optional<Alternative> undeclared_flush(const Problem& p, const OracleResult& correct,
+                                            const PrecisionTraits& declared) {
+  const uint32_t all = kFtzAccum | kFtzPCast | kFtzOut;
+  if (declared.flushes(kFtzAccum) && declared.flushes(kFtzPCast) && declared.flushes(kFtzOut)) {
+    return std::nullopt;
+  }
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.traits.ftz_formats = all;
+  a.same_values = true;
+  return a;
+}
+
+// An exp that returns 0 below some threshold far above any flush: keys
+// with s_j - m at or below x are dropped from their rows (their weight 0,
+// the row normalised over the rest). The threshold is not known, so each
+// distinct s_j - m is a candidate, largest first, between ln(2^-24) (above
+// it a dropped weight is sparsification, not underflow) and twice the
+// accumulation format's smallest normal (below it the flush hypothesis
+// speaks). At most kMaxThresholds, so a problem with many tiny weights
+// costs a bounded number of recomputations.
+std::vector<Alternative> small_exps_dropped(const Problem& p, const OracleResult& correct,
+                                            const PrecisionTraits& declared) {
+  constexpr size_t kMaxThresholds = 16;
+  const double hi = std::log(0x1p-24);
+  const double lo = std::log(underflow_unit(declared.accum, true));
+  std::vector<double> xs;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        if (correct.row_empty[row]) continue;
+        for (int64_t j = 0; j < p.tk; ++j) {
+          if (!p.allowed(b, h, i, j)) continue;
+          const double x = correct.scores[weight_index(p, b, h, i, j)] - correct.row_max[row];
+          if (x < hi && x >= lo) xs.push_back(x);
+        }
+      }
+  std::sort(xs.begin(), xs.end(), std::greater<>());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  if (xs.size() > kMaxThresholds) xs.resize(kMaxThresholds);
+  std::vector<Alternative> out;
+  for (const double threshold : xs) {
+    Alternative a;
+    a.problem = p;
+    Broadcast<uint8_t> mask;
+    mask.batch = p.batch;
+    mask.heads = p.heads;
+    mask.data.resize(static_cast<size_t>(p.score_elements()));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j) {
+            const double x = correct.scores[weight_index(p, b, h, i, j)] -
+                             correct.row_max[row_index(p, b, h, i)];
+            mask.at(b, h, i, j, p.tq, p.tk) = p.allowed(b, h, i, j) && x > threshold;
+          }
+    a.problem.key_valid.clear();
+    a.problem.causal = false;
+    a.problem.window_left = a.problem.window_right = -1;
+    a.problem.mask = std::move(mask);
+    a.result = softmax_of_scores(a.problem, correct.scores, correct.abs_dot);
+    a.traits = declared;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// Softcap written as c tanh(t) instead of c tanh(t / c): scores recomputed
+// in long double from t = scale (q . k). An error dt of t moves c tanh(t)
+// by c sech^2(t) dt, which the tolerance's dot-product term (gamma_dot
+// S_j) must carry: S_j is scaled by that factor where it exceeds 1.
+std::optional<Alternative> softcap_without_division(const Problem& p, const OracleResult& correct,
+                                                    const PrecisionTraits& declared) {
+  if (p.softcap == 0 || p.softcap == 1) return std::nullopt;  // c = 1: the same function
+  std::vector<double> scores = correct.scores, abs_dot = correct.abs_dot;
+  const Real c = static_cast<Real>(p.softcap);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < p.tk; ++j) {
+          Real dot = 0;
+          for (int64_t d = 0; d < p.dk; ++d)
+            dot += static_cast<Real>(p.q.at(b, h, i, d)) *
+                   static_cast<Real>(p.k.at(b, p.kv_head(h), j, d));
+          const Real t = static_cast<Real>(p.scale) * dot;
+          const size_t w = weight_index(p, b, h, i, j);
+          scores[w] =
+              static_cast<double>(c * std::tanh(t) + static_cast<Real>(p.bias_at(b, h, i, j)));
+          const Real sech = 1 / std::cosh(t);
+          abs_dot[w] *= static_cast<double>(std::max(Real{1}, c * sech * sech));
+        }
+  Alternative a;
+  a.problem = p;
+  a.result = softmax_of_scores(p, std::move(scores), std::move(abs_dot));
+  a.traits = declared;
+  return a;
+}
+
+// A row without allowed keys computed as softmax over all -inf scores:
+// exp(-inf - -inf) = NaN in its output and every weight (the correct result
+// elsewhere). lse is not predicted (m + log l, or -inf, both occur).
+std::optional<Alternative> empty_row_nan(const Problem& p, const OracleResult& correct,
+                                         const PrecisionTraits& declared) {
+  if (correct.empty_rows.empty()) return std::nullopt;
+  Alternative a;
+  a.problem = p;
+  a.result = correct;
+  a.traits = declared;
+  a.predicts_lse = false;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& [b, h, i] : correct.empty_rows) {
+    for (int64_t d = 0; d < p.dv; ++d) a.result.out[out_index(p, b, h, i, d)] = nan;
+    for (int64_t j = 0; j < p.tk; ++j) a.result.weights[weight_index(p, b, h, i, j)] = nan;
+  }
+  return a;
+}
+
+// Each bug class of the catalogue (core/bugs.h) with what it computes, in
+// the catalogue's order.
+struct Entry {
+  Bug bug;
+  AlternativeFn alternative;
+  AlternativesFn candidates = {};
+};
+
+std::vector<Hypothesis> make_table() {
+  const std::vector<Entry> entries = {
+      {Bug::scale_one, with_scale([](const Problem&) { return 1.0; })},
+      {Bug::scale_over_dk,
+       with_scale([](const Problem& p) { return 1.0 / static_cast<double>(p.dk); })},
+      {Bug::scale_over_sqrt_dv,
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dv); })},
+      {Bug::scale_argument_ignored,
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dk); })},
+      {Bug::softmax_query_axis, softmax_over_queries},
+      {Bug::alignment_swapped, transformed([](const Problem& p) -> std::optional<Problem> {
+         if ((!p.causal && !has_window(p)) || p.tq == p.tk) return std::nullopt;
+         Problem a = p;
+         a.align = p.align == Align::top_left ? Align::bottom_right : Align::top_left;
+         return a;
+       })},
+      {Bug::causal_strict,
+       restricted([](const Problem& p) { return p.causal; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && j < p.position(i) && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::causal_off_by_one,
+       restricted([](const Problem& p) { return p.causal; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && j <= p.position(i) + 1 && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::window_left_edge_excluded,
+       restricted([](const Problem& p) { return p.window_left >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) &&
+                           j > p.position(i) - p.window_left && right_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::window_right_off_by_one,
+       restricted([](const Problem& p) { return p.window_right >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           j <= p.position(i) + p.window_right + 1 && mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::window_right_ignored,
+       restricted([](const Problem& p) { return p.window_right >= 0; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && left_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::mask_polarity_inverted,
+       restricted([](const Problem& p) { return p.mask.has_value(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, b, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
+                           !mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::key_padding_on_queries,
+       restricted([](const Problem& p) { return !p.key_valid.empty(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return (i >= p.tk || key_ok(p, b, i)) && causal_ok(p, i, j) &&
+                           window_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::key_padding_batch0,
+       restricted([](const Problem& p) { return !p.key_valid.empty() && p.batch > 1; },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return key_ok(p, 0, j) && causal_ok(p, i, j) && window_ok(p, i, j) &&
+                           mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::key_padding_ignored,
+       restricted([](const Problem& p) { return !p.key_valid.empty(); },
+                  [](const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+                    return causal_ok(p, i, j) && window_ok(p, i, j) && mask_ok(p, b, h, i, j);
+                  })},
+      {Bug::kv_head_modulo, transformed(kv_heads_by_modulo)},
+      {Bug::bias_ignored, transformed([](const Problem& p) -> std::optional<Problem> {
+         if (!p.bias) return std::nullopt;
+         Problem a = p;
+         a.bias.reset();
+         return a;
+       })},
+      {Bug::softcap_ignored, transformed([](const Problem& p) -> std::optional<Problem> {
+         if (p.softcap == 0) return std::nullopt;
+         Problem a = p;
+         a.softcap = 0;
+         return a;
+       })},
+      {Bug::finite_mask_fill, masked_by_fill([](double) { return Real{-20}; }, false)},
+      {Bug::mask_fill_1e9,
+       masked_by_fill([](double s) { return static_cast<Real>(s) - Real{1e9}; }, true)},
+      {Bug::softcap_without_division, softcap_without_division},
+      {Bug::empty_row_nan, empty_row_nan},
+      {Bug::undeclared_flush, undeclared_flush},
+      {Bug::small_exps_dropped, nullptr, small_exps_dropped},
+      {Bug::computed_in_f32, computed_in(DType::f64, DType::f32)},
+      {Bug::computed_in_bf16, computed_in(DType::f32, DType::bf16)},
+  };
+  std::vector<Hypothesis> table;
+  for (const Entry& e : entries) {
+    const bugs::BugClass& b = bugs::bug_class(e.bug);
+    table.push_back({std::string(b.name), std::string(b.diagnosis), e.alternative, e.candidates});
+  }
+  return table;
+}
+
+}  // namespace
+
+const std::vector<Hypothesis>& hypothesis_table() {
+  static const std::vector<Hypothesis> table = make_table();
+  return table;
+}
+
+const Hypothesis* find_hypothesis(std::string_view name) {
+  for (const Hypothesis& h : hypothesis_table())
+    if (h.name == name) return &h;
+  return nullptr;
+}
+
+}  // namespace attncheck
