@@ -21,9 +21,7 @@ ForwardResult swapped(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_alignment_swapped", "MatchesOracle",
-                "causal mask and window use bottom-right alignment when asked "
-                "for top-left and vice versa"),
+    broken_info(bugs::Twin::broken_alignment_swapped, "MatchesOracle"),
     swapped));
 
 }  // namespace

@@ -23,9 +23,7 @@ ForwardResult swapped(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_alignment_swapped_rejects", "MatchesOracle",
-                "causal mask and window with the other alignment, in the empty-row check too "
-                "(which lists every empty row): errors on queries that see keys"),
+    broken_info(bugs::Twin::broken_alignment_swapped_rejects, "MatchesOracle"),
     swapped));
 
 }  // namespace

@@ -11,9 +11,7 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_causal_off_by_one", "CausalPrefixIndependence",
-                "the causal mask allows j <= p_i + 1, one future key per "
-                "query"),
+    broken_info(bugs::Twin::broken_causal_off_by_one, "CausalPrefixIndependence"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, correct_softmax(),
                            [&p](int64_t b, int64_t h, int64_t i, int64_t j) {

@@ -21,9 +21,7 @@ ForwardResult strict(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_causal_strict_rejects", "MatchesOracle",
-                "a strict causal mask j < p_i, checked for empty rows with the same rule: "
-                "an error on a query whose only key is the diagonal one"),
+    broken_info(bugs::Twin::broken_causal_strict_rejects, "MatchesOracle"),
     strict));
 
 }  // namespace

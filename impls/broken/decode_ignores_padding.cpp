@@ -16,8 +16,7 @@ constexpr int64_t kDecodeMinKeys = 256;
 bool decode_path(const Problem& p) { return p.tq == 1 && p.tk >= kDecodeMinKeys; }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_decode_ignores_padding", "MatchesOracle",
-                "decode path (tq = 1, tk >= 256) that ignores key padding (key_valid)"),
+    broken_info(bugs::Twin::broken_decode_ignores_padding, "MatchesOracle"),
     [](const Problem& p) {
       // The front end's empty-row check still sees the padding (reject_empty).
       return naive_forward(p, p.scale, true, correct_softmax(),

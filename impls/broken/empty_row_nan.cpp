@@ -24,9 +24,7 @@ double masked_minus_inf(std::span<const double> s, std::span<const uint8_t> ok,
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_empty_row_nan", "EmptyRowsAreRejected",
-                "declares the error policy, but fully masked rows silently "
-                "return NaN (softmax over all -inf scores)"),
+    broken_info(bugs::Twin::broken_empty_row_nan, "EmptyRowsAreRejected"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, false, by_rows(masked_minus_inf));
     }));

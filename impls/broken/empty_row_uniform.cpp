@@ -23,10 +23,8 @@ double masked_minus_1e9(std::span<const double> s, std::span<const uint8_t> ok,
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_empty_row_uniform", "EmptyRowsAreRejected",
-                "declares the zero policy, but masks with -1e9 so fully masked "
-                "rows get uniform weights and the mean of the values",
-                kLoopFeatures, EmptyRowPolicy::zero),
+    broken_info(bugs::Twin::broken_empty_row_uniform, "EmptyRowsAreRejected", kLoopFeatures,
+                EmptyRowPolicy::zero),
     [](const Problem& p) {
       return naive_forward(p, p.scale, false, by_rows(masked_minus_1e9));
     }));

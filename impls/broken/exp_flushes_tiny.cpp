@@ -35,9 +35,7 @@ double flushing_softmax(std::span<const double> s, std::span<const uint8_t> ok, 
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_exp_flushes_tiny", "ExtremeScoresStayFinite",
-                "its exp returns 0 below 2^-100 (e^-69.3) while declaring no flush: weights of "
-                "keys 70 or more below the row's max vanish"),
+    broken_info(bugs::Twin::broken_exp_flushes_tiny, "ExtremeScoresStayFinite"),
     [](const Problem& p) { return naive_forward(p, p.scale, true, by_rows(flushing_softmax)); }));
 
 }  // namespace

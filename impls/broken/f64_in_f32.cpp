@@ -13,9 +13,7 @@ namespace {
 // The loop kernel in float: a correct f32 implementation, with errors near
 // 2^-24 where the declared traits allow about 2^-53.
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_f64_in_f32", "MatchesOracle",
-                "declares f64 and f64 accumulation but computes everything "
-                "in float"),
+    broken_info(bugs::Twin::broken_f64_in_f32, "MatchesOracle"),
     [](const Problem& p) { return loop_forward<float>(p, EmptyRowPolicy::error); }));
 
 }  // namespace

@@ -23,9 +23,7 @@ double finite_fill(std::span<const double> s, std::span<const uint8_t> ok,
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_finite_mask_fill", "MaskedWeightsAreZero",
-                "disallowed scores filled with -20 instead of -inf, so masked "
-                "keys get nonzero weight"),
+    broken_info(bugs::Twin::broken_finite_mask_fill, "MaskedWeightsAreZero"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, by_rows(finite_fill));
     }));

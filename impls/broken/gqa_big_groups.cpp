@@ -25,9 +25,7 @@ ForwardResult big_group_mapped(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_gqa_big_groups", "MatchesOracle",
-                "GQA groups larger than 2 with several K/V heads read K/V head h % kv_heads "
-                "instead of h / (heads / kv_heads)"),
+    broken_info(bugs::Twin::broken_gqa_big_groups, "MatchesOracle"),
     big_group_mapped));
 
 }  // namespace

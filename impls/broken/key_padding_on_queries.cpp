@@ -14,9 +14,7 @@ namespace {
 // every key and come out as zero rows. Queries i >= tk have no padding
 // entry and see every key.
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_key_padding_on_queries", "MatchesOracle",
-                "key_valid[b][i] masks query rows instead of keys, so padded "
-                "keys take weight and some query rows are zero"),
+    broken_info(bugs::Twin::broken_key_padding_on_queries, "MatchesOracle"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, correct_softmax(),
                            [&p](int64_t b, int64_t h, int64_t i, int64_t j) {

@@ -21,9 +21,7 @@ double additive_mask(std::span<const double> s, std::span<const uint8_t> ok, int
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_mask_fill_1e9", "MaskedWeightsAreZero",
-                "masks by adding -1e9 to disallowed scores, so a masked key "
-                "with a score near 1e9 or above still gets weight"),
+    broken_info(bugs::Twin::broken_mask_fill_1e9, "MaskedWeightsAreZero"),
     [](const Problem& p) { return naive_forward(p, p.scale, true, by_rows(additive_mask)); }));
 
 }  // namespace

@@ -14,8 +14,7 @@ namespace {
 // Key padding, causal and window are right. A row the inverted mask
 // empties gets whatever the softmax of no keys gives (zeros).
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_mask_polarity_inverted", "MaskedWeightsAreZero",
-                "the explicit mask is read with 0 = allowed and 1 = masked"),
+    broken_info(bugs::Twin::broken_mask_polarity_inverted, "MaskedWeightsAreZero"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, correct_softmax(),
                            [&p](int64_t b, int64_t h, int64_t i, int64_t j) {

@@ -209,4 +209,11 @@ ImplInfo broken_info(std::string name, std::string caught_by,
   return info;
 }
 
+ImplInfo broken_info(bugs::Twin twin, std::string caught_by, Features features,
+                     EmptyRowPolicy empty_rows) {
+  const bugs::BrokenTwin& entry = bugs::broken_twin(twin);
+  return broken_info(std::string(entry.name), std::move(caught_by), std::string(entry.what),
+                     features, empty_rows);
+}
+
 }  // namespace attncheck::impls::broken

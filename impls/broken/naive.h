@@ -13,6 +13,7 @@
 #include "../impl_common.h"
 #include "attncheck/implementation.h"
 #include "attncheck/problem.h"
+#include "core/bugs.h"
 
 namespace attncheck::impls::broken {
 
@@ -142,6 +143,12 @@ Problem with_loaded_qk(const Problem& p, int64_t loaded_dk, const LaneLoad& load
 /// `features` and `empty_rows` as given.
 ImplInfo broken_info(std::string name, std::string caught_by,
                      std::string description, Features features = kLoopFeatures,
+                     EmptyRowPolicy empty_rows = EmptyRowPolicy::error);
+
+/// Declaration of a broken twin whose bug is in the bug catalogue
+/// (core/bugs.h): broken_info with the twin's name and description from its
+/// catalogue entry.
+ImplInfo broken_info(bugs::Twin twin, std::string caught_by, Features features = kLoopFeatures,
                      EmptyRowPolicy empty_rows = EmptyRowPolicy::error);
 
 }  // namespace attncheck::impls::broken

@@ -23,9 +23,7 @@ ForwardResult query_padded(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_query_padding_rejects", "MatchesOracle",
-                "key_valid[b][i] masks query rows instead of keys, in the empty-row check too: "
-                "an error on a query whose index is a padded key's"),
+    broken_info(bugs::Twin::broken_query_padding_rejects, "MatchesOracle"),
     query_padded));
 
 }  // namespace

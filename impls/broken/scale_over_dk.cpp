@@ -10,8 +10,7 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_scale_over_dk", "ScaledScoreVarianceNearOne",
-                "uses 1/dk instead of the scale 1/sqrt(dk)",
+    broken_info(bugs::Twin::broken_scale_over_dk, "ScaledScoreVarianceNearOne",
                 kLoopFeatures & ~ATTNCHECK_FEATURE_SCALE),
     [](const Problem& p) {
       return naive_forward(p, 1.0 / static_cast<double>(p.dk), true,

@@ -44,11 +44,9 @@ SliceWeights softmax_over_queries(const SliceScores& sc) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_softmax_query_axis", "MatchesOracle",
-                "softmax normalised over the query axis (columns) instead of "
-                "the keys",
-                ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE |
-                    ATTNCHECK_FEATURE_SCALE | ATTNCHECK_FEATURE_STRIDES),
+    broken_info(bugs::Twin::broken_softmax_query_axis, "MatchesOracle",
+                ATTNCHECK_FEATURE_WEIGHTS | ATTNCHECK_FEATURE_LSE | ATTNCHECK_FEATURE_SCALE |
+                    ATTNCHECK_FEATURE_STRIDES),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, softmax_over_queries);
     }));

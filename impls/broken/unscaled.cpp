@@ -9,8 +9,7 @@ namespace attncheck::impls::broken {
 namespace {
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_unscaled", "ScaledScoreVarianceNearOne",
-                "ignores the scale and uses 1 (missing 1/sqrt(dk))",
+    broken_info(bugs::Twin::broken_unscaled, "ScaledScoreVarianceNearOne",
                 kLoopFeatures & ~ATTNCHECK_FEATURE_SCALE),
     [](const Problem& p) {
       return naive_forward(p, 1.0, true, correct_softmax());

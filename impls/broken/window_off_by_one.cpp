@@ -13,9 +13,7 @@ namespace {
 // The right edge is right. With left = 0 and right = 0 a row loses its one
 // key and the softmax of no keys gives a zero row.
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_window_off_by_one", "WindowLocality",
-                "the window excludes its left edge (p_i - left < j), so "
-                "every query loses the oldest key of its window"),
+    broken_info(bugs::Twin::broken_window_off_by_one, "WindowLocality"),
     [](const Problem& p) {
       return naive_forward(p, p.scale, true, correct_softmax(),
                            [&p](int64_t b, int64_t h, int64_t i, int64_t j) {

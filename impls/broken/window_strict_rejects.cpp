@@ -24,9 +24,7 @@ ForwardResult strict_window(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_window_strict_rejects", "MatchesOracle",
-                "the window's left edge excluded (p_i - left < j), checked for empty rows with "
-                "the same rule: an error on a query whose only key is the left edge"),
+    broken_info(bugs::Twin::broken_window_strict_rejects, "MatchesOracle"),
     strict_window));
 
 }  // namespace

@@ -20,9 +20,7 @@ ForwardResult tiled_heads(const Problem& p) {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(
-    broken_info("broken_wrong_kv_head", "GroupedQueryEquivalence",
-                "GQA query head h reads K/V head h % kv_heads instead of "
-                "h / (heads / kv_heads)"),
+    broken_info(bugs::Twin::broken_wrong_kv_head, "GroupedQueryEquivalence"),
     tiled_heads));
 
 }  // namespace
