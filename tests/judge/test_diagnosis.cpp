@@ -1,8 +1,9 @@
-// Tests of the failure diagnosis: every broken implementation whose bug
-// class is in the hypothesis table is named by the report of the property
-// made to catch it; hypotheses without a broken implementation are shown on
-// implementations made here; a hypothesis that changes nothing is not
-// reported; and correct implementations never get a diagnosis.
+// Tests of the failure diagnosis: the hypotheses and the broken twins agree
+// with the bug catalogue (core/bugs.h); every broken twin of the catalogue
+// is named by the report of the property made to catch it; hypotheses
+// without a broken implementation are shown on implementations made here; a
+// hypothesis that changes nothing is not reported; and correct
+// implementations never get a diagnosis.
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -17,8 +19,10 @@
 #include "tests/impls/size_dependent_twins.h"
 #include "attncheck/diagnosis.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
+#include "core/bugs.h"
 
 namespace attncheck {
 namespace {
@@ -64,36 +68,29 @@ struct Expected {
 
 void PrintTo(const Expected& e, std::ostream* os) { *os << e.impl << " -> " << e.hypothesis; }
 
-const std::vector<Expected> kBrokenInTable = {
-    {"broken_unscaled", "scale_one"},
-    {"broken_scale_over_dk", "scale_over_dk"},
-    {"broken_softmax_query_axis", "softmax_query_axis"},
-    {"broken_alignment_swapped", "alignment_swapped"},
-    {"broken_causal_off_by_one", "causal_off_by_one"},
-    {"broken_window_off_by_one", "window_left_edge_excluded"},
-    {"broken_mask_polarity_inverted", "mask_polarity_inverted"},
-    {"broken_key_padding_on_queries", "key_padding_on_queries"},
-    {"broken_wrong_kv_head", "kv_head_modulo"},
-    {"broken_f64_in_f32", "computed_in_f32"},
-    {"broken_finite_mask_fill", "finite_mask_fill"},
-    // MaskedWeightsAreZero fails it on the problem it derives (huge K at
-    // masked keys), which the failure record does not keep; its shrunk
-    // problem computes right. ExtremeScoresStayFinite fails it on the
-    // shrunk problem itself (masked scores grow with the rest).
-    {"broken_mask_fill_1e9", "mask_fill_1e9", "ExtremeScoresStayFinite"},
-    {"broken_empty_row_nan", "empty_row_nan"},
-    {"broken_exp_flushes_tiny", "small_exps_dropped"},
-    // Errors on rows that have allowed keys: the hypothesis under which
-    // the reported rows are empty.
-    {"broken_causal_strict_rejects", "causal_strict"},
-    {"broken_window_strict_rejects", "window_left_edge_excluded"},
-    {"broken_query_padding_rejects", "key_padding_on_queries"},
-    {"broken_alignment_swapped_rejects", "alignment_swapped"},
-    {"broken_gqa_big_groups", "kv_head_modulo"},
-    // masked_fill(-1e9) on a row whose keys are all masked: uniform.
-    {"broken_empty_row_uniform", "mask_fill_1e9"},
-    {"broken_decode_ignores_padding", "key_padding_ignored"},
+// The property that fails a twin with the diagnosis's bug, where it is not
+// the property made to catch it. MaskedWeightsAreZero fails
+// broken_mask_fill_1e9 on the problem it derives (huge K at masked keys),
+// which the failure record does not keep; its shrunk problem computes right.
+// ExtremeScoresStayFinite fails it on the shrunk problem itself (masked
+// scores grow with the rest).
+const std::map<std::string, std::string> kDiagnosingProperty = {
+    {"broken_mask_fill_1e9", "ExtremeScoresStayFinite"},
 };
+
+// Every broken twin of the bug catalogue, with the hypothesis of its bug.
+std::vector<Expected> broken_in_table() {
+  std::vector<Expected> out;
+  for (const bugs::BrokenTwin& t : bugs::broken_twins()) {
+    const std::string name(t.name);
+    const auto property = kDiagnosingProperty.find(name);
+    out.push_back({name, std::string(bugs::bug_class(t.bug).name),
+                   property == kDiagnosingProperty.end() ? "" : property->second});
+  }
+  return out;
+}
+
+const std::vector<Expected> kBrokenInTable = broken_in_table();
 
 // The property made to catch the implementation, or MatchesOracle where
 // that one is statistical (ScaledScoreVarianceNearOne): a statistical
@@ -130,6 +127,51 @@ TEST(Diagnosis, TableNamesAreUniqueAndEveryExpectedNameExists) {
     EXPECT_TRUE(h.alternative || h.candidates) << h.name;
   }
   for (const Expected& e : kBrokenInTable) EXPECT_TRUE(names.count(e.hypothesis)) << e.hypothesis;
+}
+
+// --- The bug catalogue (core/bugs.h) is the one definition of the names and
+// lines of both the hypotheses and the broken twins.
+
+TEST(BugCatalogue, EveryHypothesisIsABugClassOfTheCatalogueInItsOrder) {
+  const std::vector<Hypothesis>& table = hypothesis_table();
+  for (const Hypothesis& h : table) {
+    const bugs::BugClass* b = bugs::find_bug_class(h.name);
+    ASSERT_NE(b, nullptr) << "hypothesis " << h.name << " names no bug class of the catalogue";
+    EXPECT_EQ(h.description, b->diagnosis) << h.name;
+  }
+  ASSERT_EQ(table.size(), bugs::bug_classes().size()) << "a bug class without a hypothesis";
+  for (size_t k = 0; k < table.size(); ++k) EXPECT_EQ(table[k].name, bugs::bug_classes()[k].name);
+}
+
+TEST(BugCatalogue, EveryTwinIsRegisteredWithItsEntrysNameAndDescription) {
+  std::set<std::string> names;
+  for (const bugs::BrokenTwin& t : bugs::broken_twins()) {
+    const std::string name(t.name);
+    EXPECT_TRUE(names.insert(name).second) << name;
+    EXPECT_TRUE(name.starts_with("broken_")) << name;
+    EXPECT_EQ(bugs::find_broken_twin(name), &t) << name;
+    const auto impl = find_impl(name);
+    ASSERT_NE(impl, nullptr) << "catalogue twin " << name << " is not registered";
+    EXPECT_EQ(impl->info().name, name);
+    EXPECT_EQ(impl->info().kind, Kind::broken) << name;
+    EXPECT_EQ(impl->info().description, t.what) << name;
+    EXPECT_NE(find_hypothesis(bugs::bug_class(t.bug).name), nullptr) << name;
+  }
+}
+
+// A broken implementation named after a bug class ("broken_" + its name)
+// has that bug: it takes its entry from the catalogue rather than a copy.
+TEST(BugCatalogue, BrokenNamedAfterABugClassIsItsTwin) {
+  for (const auto& impl : registered_impls()) {
+    const std::string& name = impl->info().name;
+    if (impl->info().kind != Kind::broken || !name.starts_with("broken_")) continue;
+    const bugs::BugClass* b = bugs::find_bug_class(name.substr(7));
+    if (b == nullptr) continue;
+    const bugs::BrokenTwin* t = bugs::find_broken_twin(name);
+    ASSERT_NE(t, nullptr) << name << " is named after bug class " << b->name
+                          << " but is not in the catalogue";
+    EXPECT_EQ(t->bug, b->id) << name;
+  }
 }
 
 // --- Bug classes without a broken implementation: made here from correct
