@@ -2,52 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
-#include <string>
 #include <vector>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "impl_common.h"
 
 namespace attncheck::impls {
 namespace {
-
-// The byte of an E4M3 value as a cache stores it: sign, 4 exponent bits of
-// bias 7, 3 mantissa bits; subnormals m 2^-9; NaN 0x7f. The shared codec is
-// fp8_bits of attncheck/plugin_loader.h, which the built-ins cannot call
-// (they link attncheck::core only); like it, a value E4M3 cannot hold
-// (beyond 448, between two of its values, an infinity: E4M3 has none) is
-// refused, never wrapped into another byte.
-uint8_t e4m3_byte(double x) {
-  if (std::isnan(x)) return 0x7f;
-  if (!representable(DType::e4m3, x)) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", x);
-    throw InputError(std::string("value ") + text + " cannot be stored in e4m3");
-  }
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const double a = std::fabs(x);
-  if (a == 0) return sign;
-  if (a < 0x1p-6) return sign | static_cast<uint8_t>(std::ldexp(a, 9));
-  const int e = std::ilogb(a);
-  const auto mantissa = static_cast<uint8_t>(std::ldexp(a, 3 - e) - 8);
-  return sign | static_cast<uint8_t>((e + 7) << 3) | mantissa;
-}
-
-// The value of an E5M2 byte: 5 exponent bits of bias 15, 2 mantissa bits,
-// IEEE infinities and NaN.
-double e5m2_value(uint8_t bits) {
-  const double sign = (bits & 0x80) ? -1.0 : 1.0;
-  const int exponent = (bits >> 2) & 0x1f;
-  const int mantissa = bits & 3;
-  if (exponent == 0x1f) {
-    return mantissa ? std::numeric_limits<double>::quiet_NaN()
-                    : sign * std::numeric_limits<double>::infinity();
-  }
-  if (exponent == 0) return sign * std::ldexp(mantissa, -16);
-  return sign * std::ldexp(mantissa + 4, exponent - 17);
-}
 
 // Where the kernel reads its operands: the problem's layout, or a twin's
 // buggy addressing of it.
@@ -126,7 +88,9 @@ class Reader {
     if (row < 0) return 0;
     const double x = t.data[static_cast<size_t>(row + d * t.strides[3])];
     if (bugs_.e4m3_as_e5m2 && p_.kv_dtype == DType::e4m3) {
-      return static_cast<float>(e5m2_value(e4m3_byte(x)));
+      // The byte the cache stores, decoded in the wrong format; a value
+      // E4M3 cannot hold is refused, never wrapped into another byte.
+      return static_cast<float>(fp8_value(DType::e5m2, fp8_bits(DType::e4m3, x)));
     }
     return static_cast<float>(x);
   }

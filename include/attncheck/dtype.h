@@ -1,5 +1,6 @@
 #pragma once
-// Element formats and the unit roundoff each one contributes to a tolerance.
+// Element formats: their names, the unit roundoff each one contributes to a
+// tolerance, rounding to them, and their bit patterns.
 
 #include <array>
 #include <cstdint>
@@ -71,5 +72,43 @@ double round_to(DType d, double x);
 
 /// True when x is exactly representable in format d.
 bool representable(DType d, double x);
+
+// ---- Bit patterns (dtype_codecs.cpp) ----
+// Values travel inside the harness as doubles that their format holds, so
+// these conversions are exact; a value the format cannot hold is refused,
+// never rounded or wrapped into another number.
+
+/// Throws InputError naming the value and the format when d cannot store
+/// x: a finite value beyond the largest finite or between two of d's
+/// values, or an infinity in e4m3, which has none. NaN always passes.
+void check_storable(DType d, double x);
+
+/// The bf16 bit pattern of x: NaN becomes the quiet NaN 0x7fc0, an
+/// infinity bf16's. A finite x that bf16 cannot hold exactly (beyond its
+/// largest finite, or between two of its values) is refused with an
+/// InputError naming the value and the format, never rounded or wrapped.
+uint16_t bf16_bits(double x);
+
+/// The value of a bf16 bit pattern, exactly.
+double bf16_value(uint16_t bits);
+
+/// The IEEE binary16 bit pattern of x: NaN becomes the quiet NaN 0x7e00,
+/// an infinity f16's. A finite x that f16 cannot hold exactly (beyond
+/// 65504, or between two of its values) is refused with an InputError
+/// naming the value and the format, never rounded or wrapped.
+uint16_t f16_bits(double x);
+
+/// The value of an f16 bit pattern, exactly.
+double f16_value(uint16_t bits);
+
+/// The bit pattern of x in the fp8 format d (DType::e4m3 or e5m2): NaN
+/// becomes the format's NaN, an infinity e5m2's. A value d cannot hold
+/// exactly (beyond its largest finite, 448 or 57344, between two of its
+/// values, or an infinity in e4m3, which has none) is refused with an
+/// InputError naming the value and the format, never rounded or wrapped.
+uint8_t fp8_bits(DType d, double x);
+
+/// The value of a bit pattern of the fp8 format d, exactly.
+double fp8_value(DType d, uint8_t bits);
 
 }  // namespace attncheck

@@ -37,34 +37,6 @@ class PluginContractError : public std::runtime_error {
 /// plugin; they hold a NaN pattern of their own, checked after each call.
 inline constexpr int64_t kPluginGuardElements = 64;
 
-/// The bf16 bit pattern of x: NaN becomes the quiet NaN 0x7fc0, an
-/// infinity bf16's. A finite x that bf16 cannot hold exactly (beyond its
-/// largest finite, or between two of its values) is refused with an
-/// InputError naming the value and the format, never rounded or wrapped.
-uint16_t bf16_bits(double x);
-
-/// The value of a bf16 bit pattern, exactly.
-double bf16_value(uint16_t bits);
-
-/// The IEEE binary16 bit pattern of x: NaN becomes the quiet NaN 0x7e00,
-/// an infinity f16's. A finite x that f16 cannot hold exactly (beyond
-/// 65504, or between two of its values) is refused with an InputError
-/// naming the value and the format, never rounded or wrapped.
-uint16_t f16_bits(double x);
-
-/// The value of an f16 bit pattern, exactly.
-double f16_value(uint16_t bits);
-
-/// The bit pattern of x in the fp8 format d (DType::e4m3 or e5m2): NaN
-/// becomes the format's NaN, an infinity e5m2's. A value d cannot hold
-/// exactly (beyond its largest finite, 448 or 57344, between two of its
-/// values, or an infinity in e4m3, which has none) is refused with an
-/// InputError naming the value and the format, never rounded or wrapped.
-uint8_t fp8_bits(DType d, double x);
-
-/// The value of a bit pattern of the fp8 format d, exactly.
-double fp8_value(DType d, uint8_t bits);
-
 /// Checks version 2 descriptor number `index` of the shared object `origin`
 /// against SPEC 5.1: abi_version 2 and a struct_size of at least
 /// sizeof(attncheck_impl), a valid name, dtypes and features of known bits
