@@ -95,8 +95,9 @@ std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_v1_impl& 
 /// descriptor, or two descriptors of one name.
 std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string& path);
 
-/// How one plugin file becomes implementations: load_plugin in this
-/// process, or in a worker (load_plugins_isolated of isolation.h).
+/// How one file becomes implementations: load_plugin in this process, or
+/// another loader of the caller's (the CLI's also loads Python files in
+/// workers).
 using PluginLoader =
     std::function<std::vector<std::shared_ptr<const Implementation>>(const std::string& path)>;
 

@@ -1,0 +1,100 @@
+#pragma once
+// Both directions of the C ABI, for each of its versions: a descriptor read
+// into the C++ model (ImplInfo), a Problem written into the C problem struct
+// with its inputs in guarded buffers, and where the outputs are laid out.
+// The ABI version is a template parameter: Abi<1> names the frozen structs
+// of plugin_v1.h, Abi<2> those of plugin.h. Every version 1 field has the
+// same name in both, so one body serves the two.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/plugin_loader.h"
+#include "host/guarded_array.h"
+
+namespace attncheck::host_detail {
+
+/// The structs of ABI version `Version`.
+template <uint32_t Version>
+struct Abi;
+
+template <>
+struct Abi<1> {
+  static constexpr uint32_t kVersion = ATTNCHECK_V1_ABI_VERSION;
+  using Descriptor = attncheck_v1_impl;
+  using CProblem = attncheck_v1_problem;
+  using Outputs = attncheck_v1_outputs;
+  using Grads = attncheck_v1_grads;
+};
+
+template <>
+struct Abi<2> {
+  static constexpr uint32_t kVersion = ATTNCHECK_ABI_VERSION;
+  using Descriptor = attncheck_impl;
+  using CProblem = attncheck_problem;
+  using Outputs = attncheck_outputs;
+  using Grads = attncheck_grads;
+};
+static_assert(Abi<2>::kVersion == 2, "plugin.h and this loader speak version 2");
+
+/// The format combinations a descriptor declares: its combos when it lists
+/// any (version 2), else one {d, d, d} per dtypes bit.
+std::vector<DTypeCombo> declared_combos(const attncheck_impl& d);
+std::vector<DTypeCombo> declared_combos(const attncheck_v1_impl& d);
+
+/// The formats d with {d, d, d} among combos, as dtypes bits.
+uint32_t uniform_dtypes(const std::vector<DTypeCombo>& combos);
+
+/// What a valid descriptor declares, as the harness's ImplInfo (kind
+/// plugin, origin and description naming `origin`). A version 1 descriptor
+/// is widened to the version 2 model: S is not cast (s_cast = accum),
+/// flush_to_zero speaks for every format, and the dtypes bits are the
+/// combinations {d, d, d}.
+ImplInfo declared_info(const attncheck_impl& d, const std::string& origin);
+ImplInfo declared_info(const attncheck_v1_impl& d, const std::string& origin);
+
+/// Copies strides into a C ABI strides field.
+void copy_strides(int64_t (&dst)[4], const Shape& src);
+
+/// Where a forward pass writes: out as the harness holds it (shape and
+/// strides of its GuardedArray, whose values() are then in out_index order)
+/// and the strides the plugin is given (indexed b, h, i, d); lse's shape.
+/// Dense queries: out [b][h][tq][dv] (in q's layout family for STRIDES
+/// implementations), lse [b][h][tq]. Packed queries (SPEC 1.1): out packed
+/// like q, [total_q][heads][dv] with out_strides {0, dv, heads * dv, 1} (or
+/// q's layout family), and lse [heads][total_q].
+struct OutputLayout {
+  Shape out_shape, out_strides, abi_out_strides, lse_shape;
+};
+OutputLayout output_layout(const Problem& p, bool strided);
+
+/// The C problem of p in ABI version `Version`, and the guarded buffers it
+/// points into. A version 1 problem ends at softcap (its abi_version is 1);
+/// a version 2 one carries the formats, descales, sink and sequence layout
+/// of p. Instantiated for versions 1 and 2.
+template <uint32_t Version>
+struct MarshalledProblem {
+  typename Abi<Version>::CProblem c{};
+  std::vector<GuardedInput> inputs;
+
+  /// Throws InputError when a value cannot be stored in its format.
+  explicit MarshalledProblem(const Problem& p);
+
+  /// Adds dout (backward) as one more guarded input; returns its data.
+  const void* add_dout(const std::vector<unsigned char>& bytes, DType d);
+
+  /// Throws PluginContractError when the plugin wrote into an input.
+  void check_inputs(const std::string& who) const;
+};
+
+/// The message of a call that returned ATTNCHECK_ERROR: the plugin's
+/// error[] of `capacity` bytes as one printable line.
+std::string plugin_error_message(const char* error, size_t capacity);
+
+/// The message of a return code that is none of OK, ERROR, UNSUPPORTED.
+std::string bad_return_code(const std::string& who, const char* call, int code);
+
+}  // namespace attncheck::host_detail

@@ -1,0 +1,182 @@
+// The checks of SPEC 5.1 on one plugin descriptor, of either ABI version
+// (validate_plugin_descriptor of attncheck/plugin_loader.h): every field a
+// call or the harness reads is known and sane before the descriptor
+// becomes an implementation.
+
+#include "host/descriptor_validation.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "attncheck/error.h"
+#include "attncheck/plugin_loader.h"
+#include "attncheck/registry.h"
+#include "attncheck/text.h"
+#include "host/abi_marshal.h"
+
+namespace attncheck {
+namespace {
+
+using host_detail::Abi;
+
+constexpr uint32_t kKnownDtypes =
+    (1u << ATTNCHECK_F64) | (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_BF16) | (1u << ATTNCHECK_F16);
+constexpr uint32_t kKnownFtz = ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_P_CAST | ATTNCHECK_FTZ_OUT;
+// A bound that only a garbage descriptor exceeds.
+constexpr uint32_t kMaxCombos = 256;
+
+// The feature bits ABI version `version` defines.
+constexpr uint32_t known_features(uint32_t version) {
+  return version >= 2 ? (ATTNCHECK_FEATURE_DESCALE << 1) - 1
+                      : (ATTNCHECK_FEATURE_NONDETERMINISTIC << 1) - 1;
+}
+
+// Reads a NUL-terminated C string of at most 255 characters, or nullopt.
+std::optional<std::string> bounded_string(const char* s) {
+  const size_t n = strnlen(s, 256);
+  if (n == 256) return std::nullopt;
+  return std::string(s, n);
+}
+
+// Which fp8 formats a descriptor field takes (SPEC 1.1 and 4): q_dtype and
+// kv_dtype both; p_cast and s_cast E4M3 (u = 2^-4, inside the first-order
+// limit 0.1) but not E5M2 (u = 2^-3, past it); an accumulation and the
+// output neither.
+enum class FormatField { input, cast, other };
+
+// What is wrong with format code `code` in a descriptor field of
+// `version`, or "": every field takes f64, f32, bf16 and f16; version 2's
+// fields take the fp8 formats `field` allows.
+std::string format_defect(uint32_t code, uint32_t version, FormatField field) {
+  const uint32_t last_known = version >= 2 ? ATTNCHECK_E5M2 : ATTNCHECK_F16;
+  if (code > last_known) return fmt::format("{} is no dtype", code);
+  if (code <= ATTNCHECK_F16 || field == FormatField::input) return "";
+  const std::string_view name = dtype_name(static_cast<DType>(code));
+  if (field == FormatField::other) {
+    return fmt::format("{} is {}, an input format only (this field takes f64, f32, bf16 or f16)",
+                       code, name);
+  }
+  if (code == ATTNCHECK_E4M3) return "";
+  return fmt::format(
+      "{} is {}, an input format only (this field takes f64, f32, bf16, f16 or e4m3: e5m2's u = "
+      "2^-3 is past the first-order limit of SPEC 4)",
+      code, name);
+}
+
+template <uint32_t version>
+void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t index,
+                         const std::string& origin) {
+  std::string where = fmt::format("{}: descriptor {}", origin, index);
+  const auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
+  // Nothing past abi_version is read from a descriptor of another version:
+  // its layout may differ.
+  if (d.abi_version != version) {
+    if (d.abi_version == 1 || d.abi_version == 2) {
+      fail(fmt::format("abi_version is {}, but the descriptor was read as version {}",
+                       d.abi_version, version));
+    }
+    fail(host_detail::unknown_version(d.abi_version));
+  }
+  bool has_combos = false;
+  if constexpr (version >= 2) {
+    if (d.struct_size < sizeof(attncheck_impl)) {
+      fail(fmt::format(
+          "struct_size is {}, smaller than version 2's attncheck_impl ({} bytes): set it to "
+          "sizeof(attncheck_impl)",
+          d.struct_size, sizeof(attncheck_impl)));
+    }
+    has_combos = d.n_combos > 0;
+  }
+  if (!d.name) fail("name is NULL");
+  const auto name = bounded_string(d.name);
+  if (!name) fail("name is longer than 255 characters");
+  if (!valid_impl_name(*name))
+    fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", printable(*name)));
+  where += fmt::format(" (name '{}')", *name);
+  if (d.dtypes == 0 && !has_combos) fail("declares no dtype (dtypes is 0)");
+  if (d.dtypes & ~kKnownDtypes)
+    fail(fmt::format("unknown dtype bits {:#x}", d.dtypes & ~kKnownDtypes));
+  if (d.features & ~known_features(version)) {
+    fail(fmt::format("unknown feature bits {:#x}", d.features & ~known_features(version)));
+  }
+  if (!d.forward) fail("forward is NULL");
+  if ((d.features & ATTNCHECK_FEATURE_BACKWARD) && !d.backward) {
+    fail("declares ATTNCHECK_FEATURE_BACKWARD but backward is NULL");
+  }
+  if (d.empty_rows != ATTNCHECK_EMPTY_ROW_ERROR && d.empty_rows != ATTNCHECK_EMPTY_ROW_ZERO) {
+    fail(
+        fmt::format("unknown empty_rows policy {} (expected ATTNCHECK_EMPTY_ROW_ERROR or "
+                    "ATTNCHECK_EMPTY_ROW_ZERO)",
+                    d.empty_rows));
+  }
+  using enum FormatField;
+  if (const std::string e = format_defect(d.precision.accum, version, other); !e.empty())
+    fail("precision.accum " + e);
+  if (const std::string e = format_defect(d.precision.p_cast, version, cast); !e.empty())
+    fail("precision.p_cast " + e);
+  if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
+  if (d.precision.key_block < 0) fail("precision.key_block is negative");
+  const auto& l = d.limits;
+  const std::pair<const char*, int64_t> limits[] = {
+      {"max_tq", l.max_tq}, {"max_tk", l.max_tk}, {"max_batch_heads", l.max_batch_heads},
+      {"dk_min", l.dk_min}, {"dk_max", l.dk_max}, {"dk_multiple", l.dk_multiple}};
+  for (const auto& [field, value] : limits) {
+    if (value < 0) fail(fmt::format("limits.{} is negative ({}; 0 = no limit)", field, value));
+  }
+  if (l.dk_max > 0 && l.dk_min > l.dk_max) {
+    fail(fmt::format("limits.dk_min {} exceeds limits.dk_max {}", l.dk_min, l.dk_max));
+  }
+  if (l.dv_equals_dk > 1) fail("limits.dv_equals_dk must be 0 or 1");
+  if constexpr (version >= 2) {
+    if (const std::string e = format_defect(d.s_cast, version, cast); !e.empty())
+      fail("s_cast " + e);
+    if (d.ftz_formats & ~kKnownFtz)
+      fail(fmt::format("unknown ftz_formats bits {:#x}", d.ftz_formats & ~kKnownFtz));
+    if (d.n_combos > kMaxCombos) fail(fmt::format("implausible n_combos {}", d.n_combos));
+    if (d.n_combos > 0 && !d.combos)
+      fail(fmt::format("n_combos is {} but combos is NULL", d.n_combos));
+    for (uint32_t k = 0; k < d.n_combos; ++k) {
+      const attncheck_dtype_combo& c = d.combos[k];
+      const std::pair<const char*, std::string> fields[] = {
+          {"q_dtype", format_defect(c.q_dtype, version, input)},
+          {"kv_dtype", format_defect(c.kv_dtype, version, input)},
+          {"out_dtype", format_defect(c.out_dtype, version, other)}};
+      for (const auto& [field, e] : fields) {
+        if (!e.empty()) fail(fmt::format("combos[{}].{} {}", k, field, e));
+      }
+    }
+    if (has_combos && d.dtypes != 0) {
+      const uint32_t uniform = host_detail::uniform_dtypes(host_detail::declared_combos(d));
+      if (d.dtypes != uniform) {
+        fail(fmt::format(
+            "dtypes {:#x} does not match combos: with combos, dtypes is 0 or the formats d "
+            "whose {{d, d, d}} is listed ({:#x})",
+            d.dtypes, uniform));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string host_detail::unknown_version(uint32_t version) {
+  return fmt::format(
+      "abi_version is {}, but this attncheck speaks ATTNCHECK_ABI_VERSION 1 and 2 (rebuild the "
+      "plugin against its plugin.h)",
+      version);
+}
+
+void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin) {
+  validate_descriptor<2>(d, index, origin);
+}
+
+void validate_plugin_descriptor(const attncheck_v1_impl& d, size_t index,
+                                const std::string& origin) {
+  validate_descriptor<1>(d, index, origin);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,197 @@
+// A plugin's descriptor as an Implementation (make_plugin_impl of
+// attncheck/plugin_loader.h): each call marshals the problem into the C ABI
+// of the descriptor's version, hands the plugin guarded buffers, checks
+// what it wrote and maps its return code.
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "attncheck/error.h"
+#include "attncheck/plugin_loader.h"
+#include "host/abi_marshal.h"
+#include "host/guarded_array.h"
+
+namespace attncheck {
+namespace {
+
+using host_detail::Abi;
+using host_detail::contiguous;
+using host_detail::GuardedArray;
+using host_detail::Shape;
+
+template <uint32_t Version>
+class PluginImpl : public Implementation {
+ public:
+  PluginImpl(const typename Abi<Version>::Descriptor& d, const std::string& origin,
+             std::shared_ptr<void> keep_alive)
+      : desc_(d),
+        keep_alive_(std::move(keep_alive)),
+        info_(host_detail::declared_info(d, origin)),
+        who_(fmt::format("plugin implementation '{}' ({})", info_.name, origin)) {}
+
+  const ImplInfo& info() const override { return info_; }
+
+  ForwardResult forward(const Problem& given) const override {
+    check_declared(given);
+    std::lock_guard lock(mutex_);
+    Problem packed;
+    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
+    const Problem& p = strided ? given : (packed = given.contiguous());
+    host_detail::MarshalledProblem<Version> cp(p);
+    const host_detail::OutputLayout layout = host_detail::output_layout(p, strided);
+    GuardedArray out("out", p.dtype, layout.out_shape, layout.out_strides);
+    std::optional<GuardedArray> weights, lse;
+    // SPEC 1.1: packed queries return no weights.
+    if (info_.has(ATTNCHECK_FEATURE_WEIGHTS) && !p.packed_q()) {
+      const Shape s{p.batch, p.heads, p.tq, p.tk};
+      weights.emplace("weights", DType::f64, s, contiguous(s));
+    }
+    if (info_.has(ATTNCHECK_FEATURE_LSE)) {
+      lse.emplace("lse", DType::f64, layout.lse_shape, contiguous(layout.lse_shape));
+    }
+    typename Abi<Version>::Outputs co;
+    std::memset(&co, 0, sizeof co);
+    co.out = out.data();
+    host_detail::copy_strides(co.out_strides, layout.abi_out_strides);
+    co.weights = weights ? static_cast<double*>(weights->data()) : nullptr;
+    co.lse = lse ? static_cast<double*>(lse->data()) : nullptr;
+
+    const int code = desc_.forward(desc_.ctx, &cp.c, &co);
+
+    cp.check_inputs(who_);
+    out.check_guards(who_);
+    if (weights) weights->check_guards(who_);
+    if (lse) lse->check_guards(who_);
+    switch (code) {
+      case ATTNCHECK_OK:
+        break;
+      case ATTNCHECK_ERROR:
+        return ForwardResult::failure(host_detail::plugin_error_message(co.error, sizeof co.error));
+      case ATTNCHECK_UNSUPPORTED:
+        return ForwardResult::unsupported();
+      default:
+        throw PluginContractError(host_detail::bad_return_code(who_, "forward", code));
+    }
+    out.check_written(who_);
+    if (weights) weights->check_written(who_);
+    if (lse) lse->check_written(who_);
+    ForwardResult r;
+    r.out = out.values();
+    if (weights) r.weights = weights->values();
+    if (lse) r.lse = lse->values();
+    return r;
+  }
+
+  BackwardResult backward(const Problem& given) const override {
+    if (!info_.has(ATTNCHECK_FEATURE_BACKWARD) || !desc_.backward) {
+      return Implementation::backward(given);
+    }
+    check_declared(given);
+    std::lock_guard lock(mutex_);
+    Problem packed;
+    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
+    const Problem& p = strided ? given : (packed = given.contiguous());
+    host_detail::MarshalledProblem<Version> cp(p);
+    typename Abi<Version>::Grads grads;
+    std::memset(&grads, 0, sizeof grads);
+    grads.dout = cp.add_dout(host_detail::encode(p.dtype, p.dout), p.dtype);
+    // SPEC 1.1: dout and dq packed like q, dk and dv like k.
+    const int64_t q_rows = p.total_q();
+    const int64_t k_rows = p.packed_k() ? p.packed->cu_seqlens_k.back() : 0;
+    host_detail::copy_strides(grads.dout_strides,
+                              p.packed_q() ? Shape{0, p.dv, p.heads * p.dv, 1}
+                                           : contiguous({p.batch, p.heads, p.tq, p.dv}));
+    const Shape q_shape =
+        p.packed_q() ? Shape{1, q_rows, p.heads, p.dk} : Shape{p.batch, p.heads, p.tq, p.dk};
+    const Shape k_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dk} : Shape{p.batch, p.kv_heads, p.tk, p.dk};
+    const Shape v_shape =
+        p.packed_k() ? Shape{1, k_rows, p.kv_heads, p.dv} : Shape{p.batch, p.kv_heads, p.tk, p.dv};
+    GuardedArray dq("dq", p.dtype, q_shape, contiguous(q_shape));
+    GuardedArray dk("dk", p.dtype, k_shape, contiguous(k_shape));
+    GuardedArray dv("dv", p.dtype, v_shape, contiguous(v_shape));
+    grads.dq = dq.data();
+    grads.dk = dk.data();
+    grads.dv = dv.data();
+    std::vector<const GuardedArray*> written{&dq, &dk, &dv};
+    std::optional<GuardedArray> dsink;
+    if constexpr (Version >= 2) {
+      if (!p.sink.empty()) {
+        const Shape s{1, 1, 1, p.heads};
+        dsink.emplace("dsink", DType::f64, s, contiguous(s));
+        grads.dsink = static_cast<double*>(dsink->data());
+        written.push_back(&*dsink);
+      }
+    }
+    // Backward's outputs carry only the error message.
+    typename Abi<Version>::Outputs co;
+    std::memset(&co, 0, sizeof co);
+
+    const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
+
+    cp.check_inputs(who_);
+    for (const GuardedArray* g : written) g->check_guards(who_);
+    BackwardResult r;
+    switch (code) {
+      case ATTNCHECK_OK:
+        break;
+      case ATTNCHECK_ERROR:
+        r.status = Status::error;
+        r.error = host_detail::plugin_error_message(co.error, sizeof co.error);
+        return r;
+      case ATTNCHECK_UNSUPPORTED:
+        r.status = Status::unsupported;
+        return r;
+      default:
+        throw PluginContractError(host_detail::bad_return_code(who_, "backward", code));
+    }
+    for (const GuardedArray* g : written) g->check_written(who_);
+    r.dq = dq.values();
+    r.dk = dk.values();
+    r.dv = dv.values();
+    if (dsink) r.dsink = dsink->values();
+    return r;
+  }
+
+ private:
+  // SPEC 5.1: the harness never hands an implementation a version 2 part it
+  // did not declare, and a version 1 plugin none at all (its problem has no
+  // field for it).
+  void check_declared(const Problem& p) const {
+    const std::string part = undeclared_v2_part(info_, p);
+    if (part.empty()) return;
+    if (Version == 1) {
+      throw InputError(fmt::format(
+          "{} speaks ABI version 1, whose problem has no field for {}; it is not asked", who_,
+          part));
+    }
+    throw InputError(fmt::format("{} does not declare {}, which the problem needs", who_, part));
+  }
+
+  typename Abi<Version>::Descriptor desc_;
+  std::shared_ptr<void> keep_alive_;
+  ImplInfo info_;
+  std::string who_;
+  // SPEC 5.1: one implementation is never entered from two threads at once.
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive) {
+  return std::make_shared<PluginImpl<2>>(d, origin, std::move(keep_alive));
+}
+
+std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_v1_impl& d,
+                                                       const std::string& origin,
+                                                       std::shared_ptr<void> keep_alive) {
+  return std::make_shared<PluginImpl<1>>(d, origin, std::move(keep_alive));
+}
+
+}  // namespace attncheck
