@@ -1,8 +1,8 @@
 #pragma once
-// Running an implementation under test in a worker process (the
-// reliability issue): a crash, an abort, an exit, a hang or a fork in the
-// implementation becomes a failed call the properties report with its
-// counterexample, and the harness goes on.
+// Running an implementation under test in a worker process: a crash, an
+// abort, an exit, a hang or a fork in the implementation becomes a failed
+// call the properties report with its counterexample, and the harness goes
+// on.
 //
 // Workers are spawned, never forked from the harness: each is a fresh
 // execution of this program (/proc/self/exe) in worker mode that builds

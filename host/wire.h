@@ -1,0 +1,138 @@
+#pragma once
+// The channel between the harness and a worker process: frames (a uint64
+// length, then the payload) on a socketpair, the kinds of request and
+// reply, and the byte codec of what they carry (problems, layer calls,
+// results, ImplInfo). Both ends are the same binary, so doubles travel bit
+// for bit, NaN payloads and strides included.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/layer.h"
+
+namespace attncheck::host_detail {
+
+/// argv[1] of a worker; argv[2] the harness's pid, argv[3] the mode
+/// ("builtin", "plugin", "describe" or a registered loader's), argv[4] the
+/// implementation's name (for "describe": the loader, "" for a plugin),
+/// argv[5] the file's path.
+inline constexpr const char* kWorkerFlag = "--attncheck-worker";
+/// The worker's end of the socketpair.
+inline constexpr int kWorkerFd = 3;
+/// The largest frame either end accepts: a garbage length ends the
+/// exchange, never becomes an allocation.
+inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
+
+/// The first byte of a request.
+enum Op : uint8_t { kForward = 1, kBackward = 2, kLayerRun = 3 };
+
+/// The first byte of a reply, after the sender's process id.
+enum Reply : uint8_t {
+  kForwardResult = 0,
+  kBackwardResult = 1,
+  kContractError = 2,
+  kThrew = 3,
+  kLayerResult = 4,
+  kForked = 5,      // the implementation forked during the call
+  kDescribed = 6,   // a plugin's descriptors (describe mode)
+  kInputError = 7,  // the plugin could not be loaded (describe mode)
+  kReady = 8,       // the worker has built its implementation
+  kReceived = 9,    // the worker has decoded the request; the call starts now
+};
+
+/// Writes the whole frame; false when the peer is gone (never SIGPIPE).
+bool send_frame(int fd, const std::string& payload);
+
+/// Blocking read of n bytes; false at end of file or on an error.
+bool read_exact(int fd, char* dst, size_t n);
+
+/// Appends values to a message.
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& x) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    bytes_.append(reinterpret_cast<const char*>(&x), sizeof x);
+  }
+  template <typename T>
+  void put_vec(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    put<uint64_t>(v.size());
+    bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  void put_str(const std::string& s) {
+    put<uint64_t>(s.size());
+    bytes_.append(s);
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+/// Reads values back in the order they were written; a message that ends
+/// early throws std::runtime_error.
+class Reader {
+ public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+  template <typename T>
+  T get() {
+    T x;
+    take(&x, sizeof x);
+    return x;
+  }
+  template <typename T>
+  std::vector<T> get_vec() {
+    const auto n = get<uint64_t>();
+    if (n > (bytes_.size() - pos_) / sizeof(T))
+      throw std::runtime_error("isolation: truncated message");
+    std::vector<T> v(n);
+    take(v.data(), n * sizeof(T));
+    return v;
+  }
+  std::string get_str() {
+    const std::vector<char> v = get_vec<char>();
+    return {v.begin(), v.end()};
+  }
+
+ private:
+  void take(void* dst, size_t n) {
+    if (n > bytes_.size() - pos_) throw std::runtime_error("isolation: truncated message");
+    if (n) std::memcpy(dst, bytes_.data() + pos_, n);  // dst is null for an empty vector
+    pos_ += n;
+  }
+  const std::string& bytes_;
+  size_t pos_ = 0;
+};
+
+/// Every field of a problem.
+void put_problem(Writer& w, const Problem& p);
+Problem get_problem(Reader& r);
+
+/// A layer's run: its weights and input.
+void put_layer_call(Writer& w, const LayerWeights& lw, const LayerInput& x);
+std::pair<LayerWeights, LayerInput> get_layer_call(Reader& r);
+
+/// Every field of an implementation's declaration.
+void put_info(Writer& w, const ImplInfo& i);
+ImplInfo get_info(Reader& r);
+
+/// A forward result and the implementation's score_elements_computed().
+void put_forward_result(Writer& w, const ForwardResult& f, std::optional<int64_t> score);
+ForwardResult get_forward_result(Reader& r, std::optional<int64_t>& score);
+
+void put_backward_result(Writer& w, const BackwardResult& b);
+BackwardResult get_backward_result(Reader& r);
+
+void put_layer_result(Writer& w, const LayerResult& y);
+LayerResult get_layer_result(Reader& r);
+
+}  // namespace attncheck::host_detail
