@@ -36,8 +36,8 @@ PlotRow plot_row(const Sweep& sw, const std::vector<Point>& points) {
   return row;
 }
 
-int run_bench(const BenchOptions& opt, const ImplLoader& load) {
-  const auto plugins = load(opt.plugins, opt.python, call_timeout_ms(opt.timeout_s));
+int run_bench(const BenchOptions& opt) {
+  const auto plugins = load_subjects(opt.plugins, opt.python, call_timeout_ms(opt.timeout_s));
   const std::vector<Sweep> sweeps = plan_sweeps(opt, plugins);
   if (!opt.plot.empty() && !std::ofstream(opt.plot, std::ios::app))
     throw InputError(fmt::format("--plot: cannot write '{}'", opt.plot));
@@ -132,17 +132,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt) {
   return b;
 }
 
-int bench_command(const BenchOptions& opt, const ImplLoader& load) {
-  ImplLoader loader = load;
-  if (!loader) {
-    loader = [](const std::vector<std::string>& plugins, const std::vector<std::string>& python,
-                int64_t) {
-      if (!python.empty()) throw InputError("--python: this program cannot start a Python worker");
-      return load_plugins(plugins);
-    };
-  }
-  if (!opt.child_spec.empty()) return run_child(opt.child_spec, opt.child_out, loader);
-  return run_bench(opt, loader);
+int bench_command(const BenchOptions& opt) {
+  if (!opt.child_spec.empty()) return run_child(opt.child_spec, opt.child_out);
+  return run_bench(opt);
 }
 
 }  // namespace attncheck::bench

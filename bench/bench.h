@@ -19,9 +19,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& opt);
 
 /// Runs the bench subcommand with the options parsed into `opt` (in a
 /// child, the one point it was started for); returns the exit code.
-/// `load` loads --plugin and --python in the parent and in each child
-/// (without one: the plugins in this process, and --python is refused).
-/// Throws InputError for bad options.
-int bench_command(const BenchOptions& opt, const ImplLoader& load = {});
+/// --plugin and --python load in the parent and in each child through
+/// load_subjects (plan.h). Throws InputError for bad options.
+int bench_command(const BenchOptions& opt);
 
 }  // namespace attncheck::bench

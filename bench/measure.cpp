@@ -282,8 +282,8 @@ void apply_threads(int n) {
 
 }  // namespace
 
-PointResult measure_point(const PointSpec& s, const ImplLoader& load) {
-  const auto plugins = load(s.plugins, s.python, call_timeout_ms(s.timeout_s));
+PointResult measure_point(const PointSpec& s) {
+  const auto plugins = load_subjects(s.plugins, s.python, call_timeout_ms(s.timeout_s));
   PointResult r;
   Subject subject = make_subject(s, plugins);
   r.parameters = subject.parameters;
@@ -330,7 +330,7 @@ PointResult measure_point(const PointSpec& s, const ImplLoader& load) {
   return r;
 }
 
-int run_child(const std::string& spec_path, const std::string& result_path, const ImplLoader& load) {
+int run_child(const std::string& spec_path, const std::string& result_path) {
   std::ifstream in(spec_path);
   const PointSpec s = spec_from_json(nlohmann::json::parse(in));
   apply_threads(s.threads);
@@ -345,7 +345,7 @@ int run_child(const std::string& spec_path, const std::string& result_path, cons
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   PointResult r;
   try {
-    r = measure_point(s, load);
+    r = measure_point(s);
   } catch (const std::exception& e) {
     r.status = "error";
     r.message = e.what();

@@ -22,13 +22,13 @@ namespace attncheck::bench {
 /// size before and peak after, reset as this process's). Never throws for
 /// the subject's own failures (they become the status); throws InputError
 /// for an unknown subject.
-PointResult measure_point(const PointSpec& s, const ImplLoader& load);
+PointResult measure_point(const PointSpec& s);
 
 /// The child's entry: reads the spec from `spec_path`, applies the thread
 /// count (impl_threads, Eigen, OpenBLAS), makes malloc serve large blocks
 /// from the heap (freed buffers reused by the next call: the steady state
 /// of a long-running caller, with no per-call page faults), measures and
 /// writes the result as JSON to `result_path`. Returns the exit code.
-int run_child(const std::string& spec_path, const std::string& result_path, const ImplLoader& load);
+int run_child(const std::string& spec_path, const std::string& result_path);
 
 }  // namespace attncheck::bench

@@ -9,6 +9,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/registry.h"
+#include "host/impl_sources.h"
 
 namespace attncheck::bench {
 namespace {
@@ -178,6 +179,16 @@ std::string refusal(const PointSpec& s, const Plugins& plugins) {
       (l.dk_max && s.dk > l.dk_max) || (l.dk_multiple && s.dk % l.dk_multiple))
     return "outside its declared limits";
   return "";
+}
+
+Plugins load_subjects(const std::vector<std::string>& plugins,
+                      const std::vector<std::string>& python, int64_t timeout_ms) {
+  ImplSources sources;
+  sources.plugins = plugins;
+  sources.python = python;
+  sources.in_process = true;
+  sources.timeout_ms = timeout_ms;
+  return load_sources(sources);
 }
 
 }  // namespace attncheck::bench

@@ -20,17 +20,15 @@ namespace attncheck::bench {
 using Plugins = std::vector<std::shared_ptr<const Implementation>>;
 
 /// How the parent and each child load the implementations of --plugin and
-/// --python: the command line's loader (cli/commands.cpp, which knows how
-/// to start a Python worker) loads the plugins in this process (their own
-/// speed is measured) and each Python file's implementations behind a
-/// worker whose calls may take `timeout_ms` of CPU time each. Throws
-/// InputError for a file that does not load.
-using ImplLoader = std::function<Plugins(const std::vector<std::string>& plugins,
-                                         const std::vector<std::string>& python,
-                                         int64_t timeout_ms)>;
+/// --python (host/impl_sources.h): the plugins in this process (their own
+/// speed is measured), each Python file's implementations behind a worker
+/// whose calls may take `timeout_ms` of CPU time each. Throws InputError
+/// for a file that does not load.
+Plugins load_subjects(const std::vector<std::string>& plugins,
+                      const std::vector<std::string>& python, int64_t timeout_ms);
 
 /// --timeout (seconds a point may take) as the per-call CPU limit handed to
-/// ImplLoader: the point's own limit, as the parent stops the child after
+/// load_subjects: the point's own limit, as the parent stops the child after
 /// that much wall time anyway.
 int64_t call_timeout_ms(double timeout_s);
 

@@ -25,14 +25,15 @@
 #include "attncheck/modules.h"
 #include "attncheck/oracle.h"
 #include "attncheck/output_file.h"
-#include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
 #include "attncheck/reporters.h"
 #include "attncheck/session.h"
 #include "attncheck/text.h"
 #include "bench/bench.h"
+#include "host/impl_sources.h"
 #include "commands.h"
 
 namespace {
@@ -72,128 +73,17 @@ struct CheckOptions {
   int64_t timeout_ms = kDefaultCallTimeoutMs;
 };
 
-// Every implementation the command will call, behind a worker process
-// unless --no-isolation (attncheck/isolation.h).
-std::shared_ptr<const Implementation> maybe_isolate(std::shared_ptr<const Implementation> impl,
-                                                    bool no_isolation, int64_t timeout_ms) {
-  if (no_isolation) return impl;
-  return isolate(std::move(impl), IsolationOptions{timeout_ms});
-}
-
-using ImplList = std::vector<std::shared_ptr<const Implementation>>;
-
-// The implementation of this name among the loaded plugins' and the
-// built-ins (load_plugins has made the names unique), or nullptr.
-std::shared_ptr<const Implementation> find_any(const ImplList& plugins, const std::string& name) {
-  for (const auto& impl : plugins)
-    if (impl->info().name == name) return impl;
-  return find_impl(name);
-}
-
-// How a Python file's implementations are served (README "From
-// Python"): by the interpreter this attncheck was built with (or
-// ATTNCHECK_PYTHON) running attncheck._worker, the package found beside
-// the program (build/python/) or where it was installed.
-WorkerCommand python_worker_command() {
-#ifdef ATTNCHECK_PYTHON_EXECUTABLE
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  std::string package;
-  for (const fs::path& where : {dir / "python", dir / ".." / ATTNCHECK_PYTHON_INSTALL_DIR}) {
-    if (fs::exists(where / "attncheck" / "__init__.py", ec)) {
-      package = fs::weakly_canonical(where, ec).string();
-      break;
-    }
-  }
-  if (package.empty()) {
-    throw InputError("--python: the attncheck Python package is neither beside this program "
-                     "(python/) nor installed (" ATTNCHECK_PYTHON_INSTALL_DIR ")");
-  }
-  const char* python = std::getenv("ATTNCHECK_PYTHON");
-  const char* path = std::getenv("PYTHONPATH");
-  return {python && *python ? python : ATTNCHECK_PYTHON_EXECUTABLE,
-          {"-m", "attncheck._worker"},
-          {"PYTHONPATH=" + package + (path && *path ? ":" + std::string(path) : ""),
-           "PYTHONUNBUFFERED=1"}};
-#else
-  throw InputError("--python: this attncheck was built without its Python module (Python 3 "
-                   "with NumPy and pybind11 were not found)");
-#endif
-}
-
-// "FILE.py:NAME" as (FILE.py, NAME), "FILE.py" as (FILE.py, "").
-std::pair<std::string, std::string> split_python_spec(const std::string& spec) {
-  const size_t colon = spec.rfind(':');
-  if (colon == std::string::npos || spec.find('/', colon) != std::string::npos) return {spec, ""};
-  return {spec.substr(0, colon), spec.substr(colon + 1)};
-}
-
-// The plugins at `paths` and the Python files of `python` (FILE.py[:NAME];
-// a --plugin path ending in .py is a Python file too, as reproduce lines
-// of older versions name a Python file's origin with --plugin). A Python
-// file's implementations always run in workers: the harness never runs a
-// Python file's code. The plugins load in workers too unless
-// `plugins_in_process` (--no-isolation; the bench, which measures them):
-// the harness never opens a plugin it has not seen load safely.
-ImplList load_implementations(const std::vector<std::string>& paths,
-                              const std::vector<std::string>& python, bool plugins_in_process,
-                              int64_t timeout_ms) {
-  std::map<std::string, std::vector<std::string>> wanted;  // Python file -> names ({} = all)
-  std::vector<std::string> files = paths;
-  for (const std::string& spec : python) {
-    const auto [file, name] = split_python_spec(spec);
-    if (file.empty()) throw InputError(fmt::format("--python: '{}' names no file", spec));
-    if (!wanted.count(file)) files.push_back(file);
-    if (!name.empty()) wanted[file].push_back(name);
-    else wanted[file];
-  }
-  for (const std::string& path : paths)
-    if (path.ends_with(".py")) wanted[path];
-  if (wanted.empty()) {
-    if (plugins_in_process) return load_plugins(files);
-    return load_plugins_isolated(files, IsolationOptions{timeout_ms});
-  }
-  const WorkerCommand command = python_worker_command();
-  const IsolationOptions options{timeout_ms};
-  return load_plugins(files, [&](const std::string& path) {
-    const auto it = wanted.find(path);
-    if (it == wanted.end()) {
-      return plugins_in_process ? load_plugin(path) : load_plugins_isolated({path}, options);
-    }
-    ImplList impls = load_isolated("python", path, command, options);
-    if (it->second.empty()) return impls;
-    ImplList chosen;
-    for (const std::string& name : it->second) {
-      const auto found = std::find_if(impls.begin(), impls.end(),
-                                      [&](const auto& i) { return i->info().name == name; });
-      if (found == impls.end()) {
-        std::vector<std::string> names;
-        for (const auto& i : impls) names.push_back(i->info().name);
-        throw InputError(fmt::format("--python: {} declares no implementation '{}' (it "
-                                     "declares: {})",
-                                     path, name, fmt::join(names, ", ")));
-      }
-      chosen.push_back(*found);
-    }
-    return chosen;
-  });
-}
-
-// load_implementations for check, list, describe and replay: with
-// --no-isolation the plugins load in this process, and a Python file is
-// refused (it runs only in a worker).
-ImplList load_plugins_for(const std::vector<std::string>& paths,
-                          const std::vector<std::string>& python, bool no_isolation,
-                          int64_t timeout_ms) {
-  const bool any_python =
-      !python.empty() ||
-      std::any_of(paths.begin(), paths.end(), [](const auto& p) { return p.ends_with(".py"); });
-  if (no_isolation && any_python) {
-    throw InputError("--python: a Python implementation runs only in a worker (without "
-                     "--no-isolation)");
-  }
-  return load_implementations(paths, python, no_isolation, timeout_ms);
+// The implementations of --plugin and --python, in this process with
+// --no-isolation (ImplSources, host/impl_sources.h).
+ImplSources checking_sources(const std::vector<std::string>& plugins,
+                             const std::vector<std::string>& python, bool no_isolation,
+                             int64_t timeout_ms) {
+  ImplSources sources;
+  sources.plugins = plugins;
+  sources.python = python;
+  sources.in_process = no_isolation;
+  sources.timeout_ms = timeout_ms;
+  return sources;
 }
 
 // Every field `i` declares, a line each, foreign text made printable: what
@@ -244,8 +134,8 @@ DTypeCombo parse_combo_option(const std::string& text) {
 
 int describe_command(const std::string& name, const std::vector<std::string>& plugin_paths,
                      const std::vector<std::string>& python, bool json) {
-  const ImplList plugins = load_plugins_for(plugin_paths, python, false, kDefaultCallTimeoutMs);
-  const auto impl = find_any(plugins, name);
+  const ImplList plugins = load_for_checking(checking_sources(plugin_paths, python, false, kDefaultCallTimeoutMs));
+  const auto impl = find_implementation(plugins, name);
   if (!impl) throw InputError(fmt::format("describe: unknown implementation '{}' (see attncheck list)", name));
   if (json) {
     std::cout << implementation_json(impl->info()).dump(2) << "\n";
@@ -258,7 +148,7 @@ int describe_command(const std::string& name, const std::vector<std::string>& pl
 int list_command(const std::vector<std::string>& plugin_paths,
                  const std::vector<std::string>& python, bool verbose) {
   ImplList impls = registered_impls();
-  for (auto& impl : load_plugins_for(plugin_paths, python, false, kDefaultCallTimeoutMs)) {
+  for (auto& impl : load_for_checking(checking_sources(plugin_paths, python, false, kDefaultCallTimeoutMs))) {
     impls.push_back(std::move(impl));
   }
   if (verbose) {
@@ -309,38 +199,34 @@ int replay_command(const ReplayOptions& opt) {
   const std::string& impl_name = opt.impl;
   const Fixture f = load_fixture(path);
   // The run's options as the fixture recorded them, then the flags.
-  RunConfig config;
-  config.seed = f.meta.value("seed", kDefaultSeed);
-  config.strict = opt.strict || (!opt.no_strict && f.meta.value("strict", false));
-  try {
-    config.profile = parse_profile(opt.profile.empty() ? f.meta.value("profile", std::string("ci"))
-                                                       : opt.profile);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("--profile: {}", e.what()));
-  }
-  config.cases = opt.cases > 0 ? opt.cases : f.meta.value("cases", 0);
-  const int64_t timeout_ms =
-      opt.timeout_ms.value_or(f.meta.value("timeout_ms", kDefaultCallTimeoutMs));
-  if (opt.timeout_ms || f.meta.contains("timeout_ms")) config.timeout_ms = timeout_ms;
+  ReplayOverrides overrides;
+  if (opt.strict) overrides.strict = true;
+  if (opt.no_strict) overrides.strict = false;
+  if (!opt.profile.empty()) overrides.profile = opt.profile;
+  overrides.cases = opt.cases;
+  overrides.timeout_ms = opt.timeout_ms;
+  const RunConfig config = replay_config(f, overrides);
+  const int64_t timeout_ms = config.timeout_ms > 0 ? config.timeout_ms : kDefaultCallTimeoutMs;
   // The case is the fixture's: a --dtype naming another is a mistake.
   if (!opt.dtype.empty() && parse_combo_option(opt.dtype) != combo_of(f.problem)) {
     throw InputError(fmt::format("--dtype: the fixture's problem is {}, not {}",
                                  combo_name(combo_of(f.problem)), opt.dtype));
   }
   const bool no_isolation = opt.no_isolation;
-  const ImplList plugins = load_plugins_for(opt.plugins, opt.python, no_isolation, timeout_ms);
+  const ImplSources sources = checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms);
+  const ImplList plugins = load_for_checking(sources);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
   // one implementation when the plugin has just one.
-  if (impl_name.empty() && plugins.size() == 1 && !find_any(plugins, name)) {
+  if (impl_name.empty() && plugins.size() == 1 && !find_implementation(plugins, name)) {
     name = plugins.front()->info().name;
   }
   if (name.empty()) throw InputError(path + ": meta.impl is missing; name one with --impl");
-  const auto impl = find_any(plugins, name);
+  const auto impl = find_implementation(plugins, name);
   if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
   PropertyOutcome o;
   try {
-    o = replay_fixture(f, *maybe_isolate(impl, no_isolation, timeout_ms), config);
+    o = replay_fixture(f, *for_calls(impl, sources), config);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", path, e.what()));
   }
@@ -365,8 +251,8 @@ int oracle_command(const std::string& path) {
 
 int check_command(const CheckOptions& opt) {
   // Loaded first: a bad plugin is exit 2 before anything runs.
-  const ImplList plugins =
-      load_plugins_for(opt.plugins, opt.python, opt.no_isolation, opt.timeout_ms);
+  const ImplList plugins = load_for_checking(
+      checking_sources(opt.plugins, opt.python, opt.no_isolation, opt.timeout_ms));
   SessionConfig config;
   config.shard = parse_shard(opt.shard);
   config.expected_failures = load_expected_failures(kExpectedFailuresPath);
@@ -385,7 +271,7 @@ int check_command(const CheckOptions& opt) {
   // Without --impl: a plugin's implementations, else the session's default.
   if (opt.impls.empty()) config.impls = plugins;
   for (const std::string& name : opt.impls) {
-    auto impl = find_any(plugins, name);
+    auto impl = find_implementation(plugins, name);
     if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
     config.impls.push_back(impl);
   }
@@ -585,13 +471,7 @@ int run_cli(int argc, char** argv) {
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
     if (app.got_subcommand(bench_cmd)) {
-      // The plugins in the measuring process, a Python file's
-      // implementations behind their worker.
-      return bench::bench_command(
-          bench_opt, [](const std::vector<std::string>& plugins,
-                        const std::vector<std::string>& python, int64_t timeout_ms) {
-            return load_implementations(plugins, python, true, timeout_ms);
-          });
+      return bench::bench_command(bench_opt);
     }
     return check_command(opt);
   } catch (const InputError& e) {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/registry.h"
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -111,5 +111,7 @@ PropertyDef agreement_property() {
       },
       judge_agreement);
 }
+
+ATTNCHECK_REGISTER_PROPERTY(200, agreement_property);
 
 }  // namespace attncheck

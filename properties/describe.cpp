@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 

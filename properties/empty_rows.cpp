@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -61,7 +61,7 @@ void judge_empty_rows(CaseContext& ctx, const Case& c) {
 }  // namespace
 
 PropertyDef empty_rows_property() {
-  return case_property(
+  PropertyDef d = case_property(
       "EmptyRowsAreRejected",
       "a query with no allowed key gets the declared policy: an error, or exact zeros and "
       "lse = -inf; never NaN, never a silent value",
@@ -73,6 +73,15 @@ PropertyDef empty_rows_property() {
       },
       [](CaseContext& ctx) { return Case{*gen::problem_with_empty_row(ctx.spec())}; },
       judge_empty_rows);
+  // Its problems have an empty row: the one property whose cases break
+  // rows_have_keys.
+  d.not_a_case = [](const Problem& p) -> std::optional<std::string> {
+    if (p.has_empty_rows()) return std::nullopt;
+    return "no row is empty (every query has an allowed key)";
+  };
+  return d;
 }
+
+ATTNCHECK_REGISTER_PROPERTY(100, empty_rows_property);
 
 }  // namespace attncheck

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -123,5 +123,7 @@ PropertyDef gradients_property() {
       needs_features(ATTNCHECK_FEATURE_BACKWARD, "FEATURE_BACKWARD (no backward pass)"),
       draw_gradients, judge_gradients);
 }
+
+ATTNCHECK_REGISTER_PROPERTY(190, gradients_property);
 
 }  // namespace attncheck

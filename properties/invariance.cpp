@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -243,5 +243,10 @@ PropertyDef determinism_property() {
                        },
                        judge_determinism, {}, AtSize::some);
 }
+
+ATTNCHECK_REGISTER_PROPERTY(60, permutation_property);
+ATTNCHECK_REGISTER_PROPERTY(70, key_translation_property);
+ATTNCHECK_REGISTER_PROPERTY(170, layout_property);
+ATTNCHECK_REGISTER_PROPERTY(180, determinism_property);
 
 }  // namespace attncheck

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -208,7 +208,7 @@ void judge_gqa(CaseContext& ctx, const Case& c) {
 }  // namespace
 
 PropertyDef causal_prefix_property() {
-  return case_property(
+  PropertyDef d = case_property(
       "CausalPrefixIndependence",
       "with a causal mask, keys/values after a query's last allowed key do not change its "
       "output (bitwise); both alignments, tq != tk included",
@@ -220,10 +220,16 @@ PropertyDef causal_prefix_property() {
         return draw_with_row(ctx, spec);
       },
       judge_causal, validate_row, AtSize::some);
+  d.not_a_case = rows_have_keys_and([](const Problem& p) -> std::optional<std::string> {
+    if (p.causal) return std::nullopt;
+    return "the problem is not causal";
+  });
+  d.slice_args = {"row"};
+  return d;
 }
 
 PropertyDef window_property() {
-  return case_property(
+  PropertyDef d = case_property(
       "WindowLocality",
       "keys outside the window have zero weight and no influence (bitwise); window attention "
       "equals global attention with the band mask",
@@ -235,17 +241,25 @@ PropertyDef window_property() {
         return draw_with_row(ctx, spec);
       },
       judge_window, validate_row, AtSize::some);
+  d.not_a_case = rows_have_keys_and([](const Problem& p) -> std::optional<std::string> {
+    if (p.window_left >= 0 || p.window_right >= 0) return std::nullopt;
+    return "the problem has no window";
+  });
+  d.slice_args = {"row"};
+  return d;
 }
 
 PropertyDef batch_head_property() {
-  return case_property("BatchHeadIndependence",
+  PropertyDef d = case_property("BatchHeadIndependence",
                        "changing one batch entry, or one K/V head with its query heads, "
                        "changes no other slice's output (bitwise)",
                        100, always_applies, draw_slice, judge_slice, validate_slice, AtSize::some);
+  d.slice_args = {"changed", "index"};
+  return d;
 }
 
 PropertyDef gqa_property() {
-  return case_property("GroupedQueryEquivalence",
+  PropertyDef d = case_property("GroupedQueryEquivalence",
                        "GQA equals MHA with each K/V head repeated for its group of query heads",
                        100, needs_features(ATTNCHECK_FEATURE_GQA, "FEATURE_GQA"),
                        [](CaseContext& ctx) {
@@ -254,6 +268,16 @@ PropertyDef gqa_property() {
                          return Case{*gen::problem(spec)};
                        },
                        judge_gqa, {}, AtSize::some);
+  d.not_a_case = rows_have_keys_and([](const Problem& p) -> std::optional<std::string> {
+    if (p.kv_heads != p.heads) return std::nullopt;
+    return "kv_heads equals heads (no grouped K/V)";
+  });
+  return d;
 }
+
+ATTNCHECK_REGISTER_PROPERTY(120, causal_prefix_property);
+ATTNCHECK_REGISTER_PROPERTY(130, window_property);
+ATTNCHECK_REGISTER_PROPERTY(140, batch_head_property);
+ATTNCHECK_REGISTER_PROPERTY(150, gqa_property);
 
 }  // namespace attncheck

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -155,5 +155,8 @@ PropertyDef extreme_scores_property() {
         a.integer("score_exponent", -100000, 100000, "exponent");
       });
 }
+
+ATTNCHECK_REGISTER_PROPERTY(10, matches_oracle_property);
+ATTNCHECK_REGISTER_PROPERTY(110, extreme_scores_property);
 
 }  // namespace attncheck

@@ -21,7 +21,7 @@
 
 #include "attncheck/fixture.h"
 #include "attncheck/layer.h"
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -299,37 +299,21 @@ PropertyDef multihead_property() {
   // Whether an implementation is a layer shows only on the object: a
   // broken implementation that is not one is skipped, a `layer` that is not
   // one fails.
-  const auto not_a_layer = [name = d.name](const Implementation& impl,
-                                           DType dtype) -> std::optional<PropertyOutcome> {
+  d.object_verdict = [name = d.name](const Implementation& impl) -> std::optional<ObjectVerdict> {
     if (dynamic_cast<const Layer*>(&impl)) return std::nullopt;
-    PropertyOutcome out;
-    out.property = name;
-    out.impl = impl.info().name;
-    out.kind = impl.info().kind;
-    out.dtype = dtype;
     if (impl.info().kind == Kind::layer) {
-      out.status = PropertyStatus::failed;
-      out.message = fmt::format(
-          "FAILED {} on {}: declares kind layer but does not implement "
-          "attncheck::Layer",
-          name, impl.info().name);
-    } else {
-      out.status = PropertyStatus::skipped;
-      out.message = "not a layer: it does not implement attncheck::Layer";
+      return ObjectVerdict{PropertyStatus::failed,
+                           fmt::format("FAILED {} on {}: declares kind layer but does not "
+                                       "implement attncheck::Layer",
+                                       name, impl.info().name)};
     }
-    return out;
+    return ObjectVerdict{PropertyStatus::skipped,
+                         "not a layer: it does not implement attncheck::Layer"};
   };
-  d.run = [run = d.run, not_a_layer](const Implementation& impl, DType dtype,
-                                     const RunConfig& config) {
-    if (auto out = not_a_layer(impl, dtype)) return *out;
-    return run(impl, dtype, config);
-  };
-  d.replay = [replay = d.replay, not_a_layer](const Implementation& impl, const Fixture& f,
-                                              const RunConfig& config) {
-    if (auto out = not_a_layer(impl, f.problem.dtype)) return *out;
-    return replay(impl, f, config);
-  };
+  d.slice_args = {"heads"};
   return d;
 }
+
+ATTNCHECK_REGISTER_PROPERTY(160, multihead_property);
 
 }  // namespace attncheck

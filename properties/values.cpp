@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -220,5 +220,9 @@ PropertyDef value_linearity_property() {
                        },
                        AtSize::some);
 }
+
+ATTNCHECK_REGISTER_PROPERTY(40, constant_values_property);
+ATTNCHECK_REGISTER_PROPERTY(50, convex_hull_property);
+ATTNCHECK_REGISTER_PROPERTY(80, value_linearity_property);
 
 }  // namespace attncheck

@@ -21,7 +21,7 @@
 #include <boost/math/distributions/chi_squared.hpp>
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -159,17 +159,16 @@ void variance_test(const Implementation& impl, DType dtype, const RunConfig& con
 }  // namespace
 
 PropertyDef variance_property() {
-  PropertyDef d{"ScaledScoreVarianceNearOne",
-                "q in {-1,+1}^dk, keys N(0,1): log a_1 - log a_2 has variance 2 "
-                "(chi-square test, false-alarm probability 1e-9)",
-                kProblems, [](const ImplInfo& info, DType) { return needs_weights(info); }, {}, {},
-                {}};
-  d.run = [d](const Implementation& impl, DType dtype, const RunConfig& config) {
-    PropertyOutcome out = blank_outcome(d, impl, dtype);
-    variance_test(impl, dtype, config, out);
-    return out;
-  };
+  PropertyDef d;
+  d.name = "ScaledScoreVarianceNearOne";
+  d.statement = "q in {-1,+1}^dk, keys N(0,1): log a_1 - log a_2 has variance 2 "
+                "(chi-square test, false-alarm probability 1e-9)";
+  d.default_cases = kProblems;
+  d.skip_reason = [](const ImplInfo& info, DType) { return needs_weights(info); };
+  d.run_whole = variance_test;
   return d;
 }
+
+ATTNCHECK_REGISTER_PROPERTY(90, variance_property);
 
 }  // namespace attncheck

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 namespace {
@@ -152,12 +152,17 @@ PropertyDef row_sums_property() {
 }
 
 PropertyDef masked_weights_property() {
-  return case_property("MaskedWeightsAreZero",
+  PropertyDef d = case_property("MaskedWeightsAreZero",
                        "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
                        "output bitwise unchanged",
                        100, always_applies, draw_masked, judge_masked,
                        [](const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); },
                        AtSize::some);
+  d.slice_args = {"row"};
+  return d;
 }
+
+ATTNCHECK_REGISTER_PROPERTY(20, row_sums_property);
+ATTNCHECK_REGISTER_PROPERTY(30, masked_weights_property);
 
 }  // namespace attncheck

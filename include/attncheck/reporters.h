@@ -14,21 +14,10 @@
 
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
+#include "attncheck/reporter.h"
 #include "attncheck/session.h"
 
 namespace attncheck {
-
-/// Told of a session as it runs.
-class Reporter {
- public:
-  virtual ~Reporter() = default;
-  /// Before any outcome.
-  virtual void on_start(uint64_t seed, Profile profile, const Shard& shard) = 0;
-  /// Each outcome as soon as it is known, in work-list order.
-  virtual void on_outcome(const PropertyOutcome& outcome) = 0;
-  /// After the last outcome, interrupted or not.
-  virtual void on_finish(const SessionResult& result) = 0;
-};
 
 /// The text of `attncheck check`: a header line with the version, seed,
 /// profile and shard; a line per outcome (a failure's whole report after

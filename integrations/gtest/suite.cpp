@@ -5,6 +5,7 @@
 
 #include "attncheck/gtest.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/session.h"
 

@@ -22,9 +22,11 @@
 #include "attncheck/features.h"
 #include "attncheck/fixture.h"
 #include "attncheck/isolation.h"
+#include "host/impl_sources.h"
 #include "attncheck/oracle.h"
 #include "attncheck/output_file.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/report.h"
 #include "attncheck/session.h"
 #include "attncheck/version.h"
@@ -114,20 +116,19 @@ class Checker {
   Checker(const std::string& path, const std::string& name, WorkerCommand command,
           int64_t timeout_ms)
       : timeout_ms_(timeout_ms) {
-    std::vector<std::shared_ptr<const Implementation>> impls;
+    // The one loader of host/impl_sources.h, this interpreter serving the
+    // file: it throws InputError when the file does not declare `name`.
+    ImplSources sources;
+    sources.python = {path + ":" + name};
+    sources.timeout_ms = timeout_ms;
+    sources.python_worker = std::move(command);
+    sources.python_label.clear();
+    ImplList impls;
     {
       py::gil_scoped_release release;
-      impls = load_isolated("python", path, command, IsolationOptions{timeout_ms});
+      impls = load_sources(sources);
     }
-    std::vector<std::string> names;
-    for (const auto& impl : impls) {
-      if (impl->info().name == name) impl_ = impl;
-      names.push_back(impl->info().name);
-    }
-    if (!impl_) {
-      throw InputError(fmt::format("{}: declares no implementation '{}' (it declares: {})", path,
-                                   name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
-    }
+    impl_ = impls.at(0);
   }
 
   py::object declaration() const { return json_to_py(implementation_json(impl_->info())); }
@@ -177,10 +178,15 @@ class Checker {
   py::dict replay(const std::string& path, std::optional<bool> strict,
                   std::optional<std::string> profile, int cases) {
     const Fixture f = load_fixture(path);
-    RunConfig config = run_config(f.meta.value("seed", kDefaultSeed),
-                                  profile.value_or(f.meta.value("profile", std::string("ci"))),
-                                  cases > 0 ? cases : f.meta.value("cases", 0),
-                                  strict.value_or(f.meta.value("strict", false)), "", timeout_ms_);
+    // The fixture's recorded options unless given (the one reading of a
+    // fixture's meta, shared with `attncheck replay`); this checker's time
+    // limit when it is not the default.
+    ReplayOverrides overrides;
+    overrides.strict = strict;
+    overrides.profile = profile;
+    overrides.cases = cases;
+    if (timeout_ms_ != kDefaultCallTimeoutMs) overrides.timeout_ms = timeout_ms_;
+    const RunConfig config = replay_config(f, overrides);
     PropertyOutcome o;
     {
       py::gil_scoped_release release;

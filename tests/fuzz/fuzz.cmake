@@ -12,7 +12,7 @@ set(ATTNCHECK_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 add_library(attncheck_fuzz_common STATIC ${ATTNCHECK_FUZZ_DIR}/fuzz_target.cpp)
 target_include_directories(attncheck_fuzz_common PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(attncheck_fuzz_common PUBLIC attncheck_cli attncheck::properties)
+target_link_libraries(attncheck_fuzz_common PUBLIC attncheck_cli attncheck::run)
 attncheck_warnings(attncheck_fuzz_common)
 
 set(sources)

@@ -20,6 +20,7 @@
 #include "attncheck/fixture.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "fuzz_target.h"
 

@@ -4,7 +4,7 @@
 attncheck_test_plugin(plugin_hostile ${CMAKE_CURRENT_LIST_DIR}/plugins/hostile.c)
 target_link_libraries(plugin_hostile PRIVATE m)
 
-attncheck_test(test_isolation host/test_isolation.cpp attncheck::properties attncheck::impls attncheck::broken_impls fmt::fmt)
+attncheck_test(test_isolation host/test_isolation.cpp attncheck::run attncheck::impls attncheck::broken_impls fmt::fmt)
 target_compile_definitions(test_isolation PRIVATE
   ATTNCHECK_HOSTILE_PLUGIN="$<TARGET_FILE:plugin_hostile>")
 target_include_directories(test_isolation PRIVATE ${PROJECT_SOURCE_DIR})

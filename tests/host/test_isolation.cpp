@@ -21,6 +21,7 @@
 #include "attncheck/layer.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/generators.h"
 

@@ -15,6 +15,7 @@
 #include "attncheck/error.h"
 #include "attncheck/plugin_loader.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

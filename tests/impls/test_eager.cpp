@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "test_support.h"
 

@@ -7,6 +7,7 @@
 
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
 #include "test_support.h"

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

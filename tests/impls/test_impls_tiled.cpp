@@ -18,6 +18,7 @@
 #include "attncheck/layer.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
 #include "test_support.h"

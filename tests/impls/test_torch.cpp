@@ -30,6 +30,7 @@
 
 #include "attncheck/generators.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/fixture.h"
 #include "impls/impl_common.h"

@@ -11,6 +11,7 @@
 
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

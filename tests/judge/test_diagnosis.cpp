@@ -97,7 +97,7 @@ const std::vector<Expected> kBrokenInTable = broken_in_table();
 // property has no single shrunk case to diagnose.
 const PropertyDef& diagnosing_property(const ImplInfo& info) {
   const PropertyDef* p = find_property(info.caught_by);
-  if (p == nullptr || !p->replay) p = find_property("MatchesOracle");
+  if (p == nullptr || p->run_whole) p = find_property("MatchesOracle");
   return *p;
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "tests/impls/size_dependent_twins.h"
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "impls/impl_common.h"
 

@@ -18,6 +18,7 @@
 #include "attncheck/compare.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
 

@@ -14,6 +14,7 @@
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

@@ -1,5 +1,5 @@
-// The version 2 properties of SPEC 2 (sinks, packed batches, paged K/V,
-// descales: SPEC 1.1), and the judging of a packed or paged problem one
+// The serving properties of SPEC 2 (sinks, packed batches, paged K/V,
+// descales: the parts of SPEC 1.1 that serving kernels add), and the judging of a packed or paged problem one
 // sequence at a time that MatchesOracle uses for them.
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "properties/harness.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 
@@ -421,12 +421,14 @@ PropertyDef sink_property() {
 }
 
 PropertyDef packed_property() {
-  return case_property(
+  PropertyDef d = case_property(
       "PackedEqualsSeparate",
       "a packed batch equals each sequence checked alone; changing one sequence leaves the "
       "others bitwise unchanged",
       100, needs_features(ATTNCHECK_FEATURE_PACKED, "ATTNCHECK_FEATURE_PACKED"), draw_packed,
       judge_packed, validate_changed, AtSize::some);
+  d.slice_args = {"changed_sequence"};
+  return d;
 }
 
 PropertyDef paged_property() {
@@ -446,5 +448,10 @@ PropertyDef descale_property() {
       100, needs_features(ATTNCHECK_FEATURE_DESCALE, "ATTNCHECK_FEATURE_DESCALE"), draw_descale,
       judge_descale, validate_doubled);
 }
+
+ATTNCHECK_REGISTER_PROPERTY(210, sink_property);
+ATTNCHECK_REGISTER_PROPERTY(220, packed_property);
+ATTNCHECK_REGISTER_PROPERTY(230, paged_property);
+ATTNCHECK_REGISTER_PROPERTY(240, descale_property);
 
 }  // namespace attncheck

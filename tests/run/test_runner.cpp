@@ -10,8 +10,10 @@
 
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
+#include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "properties/harness.h"
+#include "properties/case_context.h"
+#include "run/real_sizes.h"
 #include "tests/impls/size_dependent_twins.h"
 
 namespace attncheck {

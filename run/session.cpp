@@ -1,3 +1,7 @@
+// A check session (attncheck/session.h): the work list of implementations x
+// dtypes x properties and its shard, expected failures, interruption, and
+// the reporters each outcome goes to.
+
 #include "attncheck/session.h"
 
 #include <cstdlib>
@@ -8,8 +12,9 @@
 #include "attncheck/cancel.h"
 #include "attncheck/error.h"
 #include "attncheck/registry.h"
-#include "attncheck/reporters.h"
-#include "properties/harness.h"
+#include "attncheck/reporter.h"
+#include "attncheck/run.h"
+#include "properties/case_context.h"
 
 namespace attncheck {
 

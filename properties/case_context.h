@@ -1,7 +1,9 @@
 #pragma once
-// Machinery shared by the properties: calling an implementation safely,
-// recording a case's verdict, and running a RapidCheck property to an
-// outcome with a failure report and a fixture.
+// What a property's judge works with: a case, the CaseContext that calls
+// the implementation safely, chooses the reference tier and records the
+// case's verdict, the helpers the families share, and the registration of
+// a property in the catalog. The engine that drives them (RapidCheck, the
+// real-size phase, shrinking, reports, replay) is run/'s.
 
 #include <functional>
 #include <map>
@@ -134,37 +136,21 @@ class CaseContext {
   std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
 };
 
-/// Draws a case with RapidCheck generators (only inside a property run).
-using DrawFn = std::function<Case(CaseContext&)>;
-/// Judges a case: returns after ctx.passed(), or fails / discards (throws).
-using JudgeFn = std::function<void(CaseContext&, const Case&)>;
-/// Why a property does not apply, or nullopt.
-using SkipFn = std::function<std::optional<std::string>(const ImplInfo&, DType)>;
-
-/// Checks a fixture's args before replay judges them (PropertyDef::validate_args).
-using ValidateArgsFn = std::function<void(const Fixture&)>;
-
 /// A property checked case by case: RapidCheck draws and shrinks cases, the
 /// judge decides each; replay judges a fixture's case again, once
-/// `validate_args` (when given) accepted its args.
+/// `validate_args` (when given) accepted its args. not_a_case is
+/// rows_have_keys; slice_args empty.
 PropertyDef case_property(std::string name, std::string statement, int default_cases,
                           SkipFn skip, DrawFn draw, JudgeFn judge,
                           ValidateArgsFn validate_args = {}, AtSize at_size = AtSize::no);
 
-/// What the real-size phase (real_sizes.cpp) found.
-struct SizePhase {
-  bool failed = false;
-  int cases = 0;      ///< shapes judged
-  int discarded = 0;  ///< shapes whose case was discarded
-  std::string found;  ///< on failure: the shape it was found at, and the search
-};
+/// SPEC 3's rule for every property but EmptyRowsAreRejected: each row has
+/// an allowed key (or the head a sink). Why p breaks it, or nullopt.
+std::optional<std::string> rows_have_keys(const Problem& p);
 
-/// After the small problems passed: the property's real-size shapes, each
-/// one case drawn and judged (no RapidCheck shrinking); a failure is
-/// shrunk by searching the smallest failing length, head dims, heads and
-/// batch (SPEC 3), and left in ctx as the counterexample.
-SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContext& ctx,
-                         const DrawFn& draw, const JudgeFn& judge, uint64_t seed);
+/// not_a_case of a property whose problems also satisfy `rule`: p breaks
+/// rows_have_keys or, when it does not, `rule` says why p is no case.
+NotACaseFn rows_have_keys_and(NotACaseFn rule);
 
 /// Never skips.
 std::optional<std::string> always_applies(const ImplInfo&, DType);
@@ -179,9 +165,6 @@ PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& imp
 /// the matrices.
 std::string describe_problem(const Problem& p);
 
-/// The number of cases a property runs under a config.
-int case_budget(const PropertyDef& prop, const RunConfig& config);
-
 /// Skip reason for properties that read weights: none when the
 /// implementation returns them or its limits allow dv = tk (SPEC 2: with
 /// V = the identity, output row i is weight row i).
@@ -195,35 +178,26 @@ void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const Forwar
                                 const std::function<void(Problem&, int64_t j)>& change,
                                 const std::string& what);
 
-// The catalog's entries, one function per property, defined in the file of
-// its family.
-PropertyDef matches_oracle_property();
-PropertyDef row_sums_property();
-PropertyDef masked_weights_property();
-PropertyDef constant_values_property();
-PropertyDef convex_hull_property();
-PropertyDef permutation_property();
-PropertyDef key_translation_property();
-PropertyDef value_linearity_property();
-PropertyDef variance_property();
-PropertyDef empty_rows_property();
-PropertyDef extreme_scores_property();
-PropertyDef causal_prefix_property();
-PropertyDef window_property();
-PropertyDef batch_head_property();
-PropertyDef gqa_property();
-PropertyDef multihead_property();
-PropertyDef layout_property();
-PropertyDef determinism_property();
-PropertyDef agreement_property();
-PropertyDef gradients_property();
-PropertyDef sink_property();
-PropertyDef packed_property();
-PropertyDef paged_property();
-PropertyDef descale_property();
-
-/// MatchesOracle for a packed or paged problem (v2.cpp): each sequence with
+/// MatchesOracle for a packed or paged problem (serving.cpp): each sequence with
 /// queries against the oracle on sequence_problem, within its tolerance.
 void judge_sequences_against_oracle(CaseContext& ctx, const Problem& p, const ForwardResult& r);
 
+namespace detail {
+/// Adds a property to the catalog at static-initialisation time; use
+/// ATTNCHECK_REGISTER_PROPERTY. Two properties with one name or one
+/// position end the program at start-up with a message naming them.
+struct PropertyRegistrar {
+  PropertyRegistrar(int position, PropertyDef (*make)());
+};
+}  // namespace detail
+
 }  // namespace attncheck
+
+#define ATTNCHECK_PROPERTY_CONCAT_INNER_(a, b) a##b
+#define ATTNCHECK_PROPERTY_CONCAT_(a, b) ATTNCHECK_PROPERTY_CONCAT_INNER_(a, b)
+
+/// Registers the property `make()` returns at `position` of the catalog
+/// (PropertyDef::position: SPEC section 2's order, in tens).
+#define ATTNCHECK_REGISTER_PROPERTY(position, make)                        \
+  static const ::attncheck::detail::PropertyRegistrar ATTNCHECK_PROPERTY_CONCAT_( \
+      attncheck_property_registrar_, __LINE__)(position, make)

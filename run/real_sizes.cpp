@@ -15,7 +15,9 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
-#include "properties/harness.h"
+#include "run/real_sizes.h"
+
+#include "properties/case_context.h"
 #include "properties/seeds.h"
 
 namespace attncheck {

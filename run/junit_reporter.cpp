@@ -1,70 +1,15 @@
-#include "attncheck/reporters.h"
+// The JUnit reporter: --junit, one testsuite per implementation, one
+// testcase per property and dtype, for CI test reporters.
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
 #include "attncheck/output_file.h"
-#include "attncheck/report.h"
+#include "attncheck/reporters.h"
 #include "attncheck/version.h"
 
 namespace attncheck {
-
-void TextReporter::on_start(uint64_t seed, Profile profile, const Shard& shard) {
-  out_ << fmt::format("attncheck {}: seed {}, profile {}{}\n", version(), seed,
-                      profile_name(profile),
-                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count)
-                                      : "");
-}
-
-void TextReporter::on_outcome(const PropertyOutcome& o) {
-  // A failure's report is many lines: it goes below the outcome's line.
-  const bool long_message = o.status == PropertyStatus::failed || o.status == PropertyStatus::xfail;
-  out_ << fmt::format("{:<11} {:<24} {:<4} {:<28} {}\n", status_name(o.status), o.impl,
-                      dtype_name(o.dtype), o.property, long_message ? "" : o.message);
-  if (long_message) out_ << o.message << "\n";
-  out_.flush();
-}
-
-void TextReporter::on_finish(const SessionResult& result) {
-  for (const auto& [name, budget] : result.max_budget) {
-    out_ << fmt::format("largest budget used by a passing case: {:<24} {:.3g}\n", name, budget);
-  }
-  out_ << fmt::format(
-      "{} passed, {} failed, {} skipped, {} unsupported, {} xfail, {} xpass, {} not-run\n",
-      result.count(PropertyStatus::passed), result.count(PropertyStatus::failed),
-      result.count(PropertyStatus::skipped), result.count(PropertyStatus::unsupported),
-      result.count(PropertyStatus::xfail), result.count(PropertyStatus::xpass),
-      result.count(PropertyStatus::not_run));
-}
-
-JsonReporter::JsonReporter(std::string path, std::string label, std::vector<ImplInfo> impls)
-    : path_(std::move(path)), label_(std::move(label)), impls_(std::move(impls)) {
-  check_output_path(path_, label_);
-}
-
-void JsonReporter::on_start(uint64_t seed, Profile profile, const Shard&) {
-  seed_ = seed;
-  profile_ = profile;
-}
-
-void JsonReporter::on_outcome(const PropertyOutcome& outcome) { outcomes_.push_back(outcome); }
-
-void JsonReporter::on_finish(const SessionResult&) {
-  // A shard checks some implementations only: the others are not its.
-  std::vector<ImplInfo> checked;
-  for (const ImplInfo& info : impls_) {
-    const bool has_outcome = std::any_of(outcomes_.begin(), outcomes_.end(),
-                                         [&](const PropertyOutcome& o) { return o.impl == info.name; });
-    if (has_outcome) checked.push_back(info);
-  }
-  write_output_file(
-      path_,
-      report_json(outcomes_, seed_, std::string(profile_name(profile_)), checked).dump(2) + "\n",
-      label_);
-}
 
 namespace {
 

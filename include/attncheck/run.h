@@ -1,0 +1,45 @@
+#pragma once
+// The engine's entry points (run/): one property against one
+// implementation in one dtype, a fixture's case judged again, and the run
+// configuration a fixture recorded.
+
+#include <optional>
+#include <string>
+
+#include "attncheck/implementation.h"
+#include "attncheck/outcome.h"
+#include "attncheck/properties.h"
+
+namespace attncheck {
+
+struct Fixture;
+
+/// Runs `prop` on `impl` in `dtype`, or reports it skipped with the reason.
+/// Never throws for a misbehaving implementation: its exceptions are failures.
+PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
+                             DType dtype, const RunConfig& config);
+
+/// Judges a fixture's case again with the property it names, on `impl`.
+/// Throws InputError for an unknown property, a property without a single
+/// case, args the property refuses (validate_args), a problem that is no
+/// case of the property (not_a_case) or one `impl` does not declare.
+PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config);
+
+/// What a replay may override of what the fixture recorded; nullopt (or 0)
+/// = the fixture's, else the default.
+struct ReplayOverrides {
+  std::optional<bool> strict;
+  std::optional<std::string> profile;
+  int cases = 0;
+  std::optional<int64_t> timeout_ms;
+};
+
+/// The run configuration a fixture's meta recorded (seed, strict, profile,
+/// cases, timeout_ms), with `overrides` applied: the one place that reads
+/// it, for `attncheck replay` and the Python module. Throws InputError
+/// "--profile: ..." for an unknown profile. `timeout_ms` is set only when
+/// given or recorded (SPEC 5.3).
+RunConfig replay_config(const Fixture& fixture, const ReplayOverrides& overrides = {});
+
+}  // namespace attncheck

@@ -1,0 +1,243 @@
+// CaseContext (properties/case_context.h): an implementation called
+// safely, the reference tier chosen, a case's verdict recorded; and the
+// helpers the families share.
+
+#include <cstdlib>
+#include <exception>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include "attncheck/error.h"
+#include "properties/case_context.h"
+
+namespace attncheck {
+
+std::optional<std::string> needs_weights(const ImplInfo& info) {
+  if (info.has(ATTNCHECK_FEATURE_WEIGHTS) || !info.limits.dv_equals_dk) return std::nullopt;
+  return "the implementation returns no weights and its limits (dv = dk) keep V = I from "
+         "showing them";
+}
+
+std::optional<std::string> always_applies(const ImplInfo&, DType) { return std::nullopt; }
+
+SkipFn needs_features(Features features, std::string what) {
+  return [features, what](const ImplInfo& info, DType) -> std::optional<std::string> {
+    if (info.has(features)) return std::nullopt;
+    return "the implementation does not declare " + what;
+  };
+}
+
+void CaseContext::require_declared(const Problem& p) {
+  const std::string part = undeclared_v2_part(info(), p);
+  if (part.empty()) return;
+  fail(fmt::format("attncheck drew a problem with {}, which {} does not declare: a defect of "
+                   "attncheck, not of the implementation (please report it)",
+                   part, info().name));
+}
+
+ForwardResult CaseContext::call(const Problem& p) {
+  last_call_ = p;
+  require_declared(p);
+  ForwardResult r;
+  try {
+    r = impl_.forward(p);
+  } catch (const ImplementationDied& e) {
+    fail(e.what(), true);
+  } catch (const std::exception& e) {
+    fail(fmt::format("the implementation threw: {}", e.what()));
+  } catch (...) {
+    fail("the implementation threw a non-standard exception");
+  }
+  if (r.status == Status::unsupported) discard("unsupported by the implementation");
+  if (r.status == Status::ok) {
+    for (ArrayKind kind : returned_kinds(info(), kForwardKinds)) {
+      const size_t got = array_of(r, kind).size();
+      if (got != static_cast<size_t>(array_size(kind, p))) {
+        fail(fmt::format("{} has {} elements, expected {}", array_name(kind), got,
+                         array_size(kind, p)));
+      }
+    }
+  }
+  return r;
+}
+
+ForwardResult CaseContext::call_ok(const Problem& p) {
+  ForwardResult r = call(p);
+  if (r.status == Status::error) {
+    fail("reported an error on a problem without empty rows: " + r.error);
+  }
+  return r;
+}
+
+namespace {
+
+// Problems from this cost (SizeShape::cost's units) up are referenced by
+// the enclosure where it applies: below it the certified oracle is cheap
+// (the small generator stays under 2^17: 4 x 4 x 19 x 19 x 18).
+constexpr int64_t kEnclosureFrom = int64_t{1} << 16;
+
+// SPEC 4: an enclosure judges only when it is at most 1/100 of every
+// tolerance it is compared with wide.
+bool narrow_enough(const OracleResult& e, const Tolerances& t) {
+  const auto fits = [](const std::vector<double>& radius, const std::vector<double>& tol) {
+    for (size_t k = 0; k < radius.size(); ++k)
+      if (radius[k] > 0 && !(radius[k] * 100 <= tol[k])) return false;
+    return true;
+  };
+  return fits(e.out_radius, t.out) && fits(e.weights_radius, t.weights) &&
+         fits(e.lse_radius, t.lse);
+}
+
+}  // namespace
+
+std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
+  // The enclosure's width is a few dk units of double roundoff: too wide
+  // for implementations that accumulate in f64 themselves.
+  if (p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom && info().precision.accum != DType::f64 &&
+      !enclosure_unsupported(p)) {
+    OracleResult e = enclose(p);
+    Tolerances t = tolerances(p, e, info().precision);
+    if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
+    if (narrow_enough(e, t)) {
+      last_tier_ = OracleResult::Tier::enclosure;
+      return {std::move(e), std::move(t)};
+    }
+  }
+  last_tier_ = OracleResult::Tier::certified;
+  OracleResult o = oracle(p);
+  if (!o.uncertified.empty()) discard("oracle could not certify a value");
+  Tolerances t = tolerances(p, o, info().precision);
+  if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
+  return {std::move(o), std::move(t)};
+}
+
+void CaseContext::screen(const Problem& p) {
+  if (size_ && beyond_first_order_by_length(p, info().precision)) {
+    discard("ill-conditioned (beyond first-order analysis)");
+  }
+}
+
+void CaseContext::expect(const Comparison& c, const std::string& what) {
+  if (c.ok()) {
+    passed(c.max_budget_used);
+    return;
+  }
+  fail(fmt::format("{}: {} of {} elements out of tolerance; worst: {}\n{}{}", what, c.failed,
+                   c.checked, c.worst.describe(), c.describe_failures(),
+                   last_tier_ == OracleResult::Tier::enclosure
+                       ? "  (reference: the enclosure tier of SPEC 4; expected +- radius "
+                         "contains the exact value)\n"
+                       : ""));
+}
+
+void CaseContext::require(const Comparison& c, const std::string& what) {
+  if (!c.ok()) expect(c, what);  // fails
+  max_budget_used = std::max(max_budget_used, c.max_budget_used);
+}
+
+void CaseContext::fail(const std::string& message) { fail(message, false); }
+
+void CaseContext::fail(const std::string& message, bool died) {
+  // Shrinking accepts every failing candidate it finds, so the last failure
+  // recorded is the shrunk counterexample.
+  if (current_) failed_case = *current_;
+  failed_call = last_call_;
+  if (failures++ == 0) {
+    first_failed_case = failed_case;
+    first_failed_call = failed_call;
+  }
+  failure_message = message;
+  failure_died = died;
+  RC_FAIL(message);
+}
+
+void CaseContext::discard(const std::string& reason) {
+  ++discarded;
+  ++discard_reasons[reason];
+  RC_DISCARD(reason);
+}
+
+void CaseContext::passed(double budget_used) {
+  ++cases;
+  max_budget_used = std::max(max_budget_used, budget_used);
+}
+
+void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const ForwardResult& r,
+                                int64_t b, int64_t g, const std::vector<int64_t>& keys,
+                                const std::function<void(Problem&, int64_t)>& change,
+                                const std::string& what) {
+  if (keys.empty()) {
+    ctx.passed(0);
+    return;
+  }
+  Problem changed = p;
+  for (int64_t j : keys) change(changed, j);
+  const ForwardResult r2 = ctx.call_ok(changed);
+  Comparison c;
+  compare_array(c, ArrayKind::out, p, r.out, r2.out, {}, CompareMode::bitwise, "after the change",
+                [&](int64_t bb, int64_t h, int64_t i) {
+                  if (bb != b || p.kv_head(h) != g) return false;
+                  for (int64_t j : keys)
+                    if (p.allowed(b, h, i, j)) return false;
+                  return true;
+                });
+  if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !c.ok()) {
+    // Atomic reductions are legitimate: bitwise becomes within tolerance.
+    const auto [o, t] = ctx.reference(p);
+    Comparison tc;
+    compare_array(tc, ArrayKind::out, p, r.out, r2.out, t.out, CompareMode::pairwise,
+                  "after the change",
+                  [&](int64_t bb, int64_t h, int64_t) { return bb == b && p.kv_head(h) == g; });
+    ctx.expect(tc, what);
+    return;
+  }
+  ctx.expect(c, what);
+}
+
+std::optional<std::string> rows_have_keys(const Problem& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.seq_tq(b); ++i)
+        if (p.allowed_count(b, h, i) == 0 && p.sink.empty()) {
+          return fmt::format("row [{}, {}, {}] has no allowed key (only EmptyRowsAreRejected "
+                             "makes empty rows)",
+                             b, h, i);
+        }
+  return std::nullopt;
+}
+
+NotACaseFn rows_have_keys_and(NotACaseFn rule) {
+  return [rule = std::move(rule)](const Problem& p) -> std::optional<std::string> {
+    if (auto why = rows_have_keys(p)) return why;
+    return rule(p);
+  };
+}
+
+PropertyDef case_property(std::string name, std::string statement, int default_cases,
+                          SkipFn skip, DrawFn draw, JudgeFn judge, ValidateArgsFn validate_args,
+                          AtSize at_size) {
+  PropertyDef d;
+  d.name = std::move(name);
+  d.statement = std::move(statement);
+  d.default_cases = default_cases;
+  d.skip_reason = std::move(skip);
+  d.draw = std::move(draw);
+  d.judge = std::move(judge);
+  d.validate_args = std::move(validate_args);
+  d.not_a_case = rows_have_keys;
+  d.at_size = at_size;
+  return d;
+}
+
+PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl,
+                              DType dtype) {
+  PropertyOutcome out;
+  out.property = prop.name;
+  out.impl = impl.info().name;
+  out.kind = impl.info().kind;
+  out.dtype = dtype;
+  return out;
+}
+
+}  // namespace attncheck

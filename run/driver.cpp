@@ -1,0 +1,181 @@
+// The engine's driver: one property against one implementation in one
+// dtype. A case property's small problems run under RapidCheck (the only
+// user of rc::detail's runner, with the real-size phase and the failure
+// report beside it in run/); a statistical property runs whole.
+
+#include <cstdlib>
+#include <exception>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
+
+#include "attncheck/error.h"
+#include "attncheck/run.h"
+#include "properties/case_context.h"
+#include "properties/seeds.h"
+#include "run/failure_report.h"
+#include "run/real_sizes.h"
+#include "run/shrink_passes.h"
+
+namespace attncheck {
+namespace {
+
+std::string test_id(const PropertyDef& prop, const Implementation& impl, DType dtype) {
+  return fmt::format("{}/{}/{}", prop.name, impl.info().name, dtype_name(dtype));
+}
+
+std::string discard_summary(const CaseContext& ctx) {
+  std::string s;
+  for (const auto& [reason, n] : ctx.discard_reasons) {
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, reason);
+  }
+  return s;
+}
+
+PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
+                          const RunConfig& config) {
+  const DrawFn& draw = prop.draw;
+  const JudgeFn& judge = prop.judge;
+  const AtSize at_size = prop.at_size;
+  PropertyOutcome out = blank_outcome(prop, impl, dtype);
+  CaseContext ctx(impl, dtype, config);
+
+  rc::detail::TestParams params;
+  params.seed = mix(config.seed ^ fnv1a(test_id(prop, impl, dtype)));
+  params.maxSuccess = case_budget(prop, config);
+  params.maxSize = 100;
+  params.maxDiscardRatio = 4;
+  rc::detail::TestMetadata metadata;
+  metadata.id = test_id(prop, impl, dtype);
+  metadata.description = metadata.id;
+
+  // A reproduce map from RC_PARAMS replays the shrunk case of a failure.
+  // RapidCheck announces its configuration when first read, so it is read
+  // only when the user set one.
+  rc::detail::TestListenerAdapter listener;
+  std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
+  if (std::getenv("RC_PARAMS")) reproduce_map = rc::detail::configuration().reproduce;
+  const auto testable = [&] {
+    const Case c = draw(ctx);
+    ctx.begin(c);
+    judge(ctx, c);
+  };
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
+                                                params, listener, reproduce_map);
+
+  out.cases = ctx.cases;
+  out.discarded = ctx.discarded;
+  out.max_budget_used = ctx.max_budget_used;
+  rc::detail::SuccessResult success;
+  rc::detail::FailureResult failure;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (result.match(success)) {
+    if (ctx.discarded > ctx.cases) {
+      out.status = PropertyStatus::unsupported;
+      out.message = fmt::format("{} cases judged, {} discarded ({}): mostly discarded, not passed",
+                                ctx.cases, ctx.discarded, discard_summary(ctx));
+    } else if (at_size != AtSize::no && config.real_sizes && real_sizes_enabled()) {
+      const int small_cases = ctx.cases;
+      const int small_discarded = ctx.discarded;
+      const double small_budget = ctx.max_budget_used;
+      const SizePhase sizes = run_real_sizes(prop.name, at_size, ctx, draw, judge, params.seed);
+      // `cases` stays the small cases (--cases sets it); the shapes are in
+      // the message.
+      out.cases = small_cases;
+      out.discarded = small_discarded;
+      out.max_budget_used = ctx.max_budget_used;
+      if (sizes.failed) {
+        report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}},
+                       small_cases + sizes.cases, out, sizes.found);
+      } else {
+        out.status = PropertyStatus::passed;
+        out.message = fmt::format(
+            "{} cases, max budget used {:.3g}; real sizes: {} shapes{}, max budget used {:.3g}{}",
+            small_cases, small_budget, sizes.cases,
+            sizes.discarded ? fmt::format(" ({} discarded)", sizes.discarded) : "",
+            ctx.max_budget_used,
+            small_discarded ? ", discarded: " + discard_summary(ctx) : "");
+      }
+    } else {
+      out.status = PropertyStatus::passed;
+      out.message = fmt::format("{} cases, max budget used {:.3g}{}", ctx.cases,
+                                ctx.max_budget_used,
+                                ctx.discarded ? ", discarded: " + discard_summary(ctx) : "");
+    }
+  } else if (result.match(gave_up)) {
+    out.status = PropertyStatus::unsupported;
+    out.message = fmt::format("gave up after {} cases: {} discarded ({})", ctx.cases,
+                              ctx.discarded, discard_summary(ctx));
+  } else if (result.match(failure)) {
+    if (!ctx.failure_died) run_shrink_passes(prop, ctx, judge);
+    rc::detail::Configuration rc_config;
+    rc_config.testParams = params;
+    rc_config.reproduce[metadata.id] = failure.reproduce;
+    report_failure(prop, impl, dtype, config, ctx,
+                   {Reproduce::Kind::rc_params, rc::detail::configToMinimalString(rc_config)},
+                   failure.numSuccess, out);
+  } else {
+    result.match(error);
+    out.status = PropertyStatus::failed;
+    out.message = "RapidCheck error: " + error.description;
+  }
+  return out;
+}
+
+}  // namespace
+
+PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
+                             DType dtype, const RunConfig& config) {
+  if (config.combo && !impl.info().supports(*config.combo)) {
+    // A mixed combination (--dtype q=F,kv=F,out=F, SPEC 5.2) runs only where
+    // it is declared; the generator then draws every problem in it.
+    PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.combo = config.combo;
+    out.status = PropertyStatus::skipped;
+    out.message = fmt::format("the combination {} is not declared", combo_name(*config.combo));
+    return out;
+  }
+  if (!impl.info().supports_output(dtype)) {
+    PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.status = PropertyStatus::skipped;
+    out.message = fmt::format("dtype {} is not supported", dtype_name(dtype));
+    return out;
+  }
+  if (auto reason = prop.skip_reason(impl.info(), dtype)) {
+    PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.status = PropertyStatus::skipped;
+    out.message = *reason;
+    return out;
+  }
+  if (prop.object_verdict) {
+    if (auto verdict = prop.object_verdict(impl)) {
+      PropertyOutcome out = blank_outcome(prop, impl, dtype);
+      out.combo = config.combo;
+      out.status = verdict->status;
+      out.message = verdict->message;
+      return out;
+    }
+  }
+  try {
+    PropertyOutcome out;
+    if (prop.has_cases()) {
+      out = run_cases(prop, impl, dtype, config);
+    } else {
+      out = blank_outcome(prop, impl, dtype);
+      prop.run_whole(impl, dtype, config, out);
+    }
+    out.combo = config.combo;
+    return out;
+  } catch (const std::exception& e) {
+    PropertyOutcome out = blank_outcome(prop, impl, dtype);
+    out.combo = config.combo;
+    out.status = PropertyStatus::failed;
+    out.message = fmt::format("FAILED {} on {}: {}", prop.name, impl.info().name, e.what());
+    return out;
+  }
+}
+
+}  // namespace attncheck

@@ -1,0 +1,120 @@
+// The failure report of SPEC 2 and its fixture (run/failure_report.h).
+
+#include "run/failure_report.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "attncheck/diagnosis.h"
+#include "attncheck/fixture.h"
+#include "attncheck/version.h"
+
+namespace attncheck {
+namespace {
+
+// The options of `check` beyond the case's identity that change the cases
+// or their judgement, as its command line spells them (" --strict ...").
+std::string judgement_options(const RunConfig& config) {
+  std::string options;
+  if (config.strict) options += " --strict";
+  if (config.profile != Profile::ci) options += fmt::format(" --profile {}", profile_name(config.profile));
+  if (config.cases > 0) options += fmt::format(" --cases {}", config.cases);
+  if (config.timeout_ms > 0) options += fmt::format(" --timeout-ms {}", config.timeout_ms);
+  if (!config.real_sizes) options += " --no-real-sizes";
+  return options;
+}
+
+}  // namespace
+
+void report_failure(const PropertyDef& prop, const Implementation& impl, DType dtype,
+                    const RunConfig& config, const CaseContext& ctx,
+                    const Reproduce& reproduce, int passing, PropertyOutcome& out,
+                    const std::string& found) {
+  out.status = PropertyStatus::failed;
+  std::ostringstream report;
+  report << fmt::format("FAILED {} on {} ({})\n", prop.name, impl.info().name,
+                        dtype_name(dtype));
+  report << found;
+  report << "  " << ctx.failure_message;
+  if (!ctx.failure_message.ends_with('\n')) report << "\n";
+  if (ctx.failed_case) {
+    const Problem& p = ctx.failed_case->problem;
+    out.counterexample =
+        CounterexampleShape{p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv, p.dtype};
+    report << "  shrunk problem:\n" << describe_problem(p);
+    if (!ctx.failed_case->args.empty()) {
+      report << "    args " << ctx.failed_case->args.dump() << "\n";
+    }
+    // A crash or a hang has no output to explain (and calling again would
+    // wait out the time limit once more).
+    // The case's own problem may compute fine while a problem the property
+    // derived from it (huge values at masked keys, a permutation) did not;
+    // a name must also explain the failure before shrinking.
+    if (!ctx.failure_died) {
+      FailureRecord record{p, ctx.failed_call, std::nullopt, std::nullopt};
+      if (ctx.failures > 1 && ctx.first_failed_case) {
+        record.unshrunk = ctx.first_failed_case->problem;
+        record.unshrunk_call = ctx.first_failed_call;
+      }
+      out.diagnosis = diagnose_failure(impl, record);
+    }
+    report << (ctx.failure_died ? "  diagnosis: none (the call did not return, so there is no "
+                                  "output to explain)\n"
+                                : describe_diagnosis(out.diagnosis));
+    if (!config.save_failures_dir.empty()) {
+      Fixture f;
+      f.problem = p;
+      f.args = ctx.failed_case->args;
+      f.meta = {{"property", prop.name},      {"impl", impl.info().name},
+                {"dtype", combo_name(combo_of(p))}, {"seed", config.seed},
+                {"reproduce", reproduce.rc_params}, {"attncheck", version()},
+                {"strict", config.strict},    {"profile", profile_name(config.profile)}};
+      // What changes the cases or their judgement, so replay judges alike.
+      if (config.cases > 0) f.meta["cases"] = config.cases;
+      if (config.timeout_ms > 0) f.meta["timeout_ms"] = config.timeout_ms;
+      const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
+                                           impl.info().name, dtype_name(dtype), prop.name);
+      try {
+        save_fixture(path, f);
+        out.fixture = path;
+      } catch (const std::exception& e) {
+        report << "  (fixture not saved: " << e.what() << ")\n";
+      }
+    }
+  }
+  report << "  ";
+  if (passing >= 0) report << fmt::format("after {} passing cases; ", passing);
+  report << fmt::format("seed {}\n", config.seed);
+  // A plugin's implementations are found only with the plugin loaded; a
+  // Python file's (an origin ending in .py, as the command reads --plugin
+  // too) with --python FILE.py:NAME, which loads that one alone.
+  const ImplInfo& info = impl.info();
+  const std::string plugin =
+      info.origin.empty()          ? ""
+      : info.origin.ends_with(".py") ? fmt::format(" --python {}:{}", info.origin, info.name)
+                                     : fmt::format(" --plugin {}", info.origin);
+  // A mixed combination is spelled as --dtype took it (SPEC 5.2).
+  const std::string dtype_arg = config.combo ? combo_name(*config.combo) : std::string(dtype_name(dtype));
+  if (reproduce.kind == Reproduce::Kind::whole_run) {
+    // A real-size failure: the seed replays the whole run, size phase and
+    // search included (RapidCheck's reproduce map covers small cases only).
+    report << fmt::format("  reproduce: attncheck check{} --impl {} --property {} --dtype {} "
+                          "--seed {}{}\n",
+                          plugin, impl.info().name, prop.name, dtype_arg, config.seed,
+                          judgement_options(config));
+  } else if (reproduce.kind == Reproduce::Kind::rc_params) {
+    report << fmt::format(
+        "  reproduce: RC_PARAMS=\"{}\" attncheck check{} --impl {} --property {} --dtype {} "
+        "--seed {}{}\n",
+        reproduce.rc_params, plugin, impl.info().name, prop.name, dtype_arg, config.seed,
+        judgement_options(config));
+  }
+  if (out.fixture) {
+    report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay " << *out.fixture
+           << plugin << ")\n";
+  }
+  out.message = report.str();
+}
+
+}  // namespace attncheck

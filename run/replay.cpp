@@ -1,0 +1,114 @@
+// Replay (attncheck/run.h): a fixture's case judged again by the property
+// it names, and the run configuration the fixture recorded.
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include "attncheck/error.h"
+#include "attncheck/fixture.h"
+#include "attncheck/isolation.h"
+#include "attncheck/run.h"
+#include "properties/case_context.h"
+#include "run/failure_report.h"
+
+namespace attncheck {
+namespace {
+
+// The fixture's one case, judged as the run judged it.
+PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
+                            const Fixture& f, const RunConfig& config) {
+  const DType dtype = f.problem.dtype;
+  PropertyOutcome out = blank_outcome(prop, impl, dtype);
+  CaseContext ctx(impl, dtype, config);
+  const Case c{f.problem, f.args};
+  ctx.begin(c);
+  try {
+    prop.judge(ctx, c);
+    out.status = PropertyStatus::passed;
+    out.cases = 1;
+    out.max_budget_used = ctx.max_budget_used;
+    out.message = fmt::format("the fixture's case passes, budget used {:.3g}", ctx.max_budget_used);
+  } catch (const rc::detail::CaseResult& r) {
+    if (r.type == rc::detail::CaseResult::Type::Discard) {
+      out.status = PropertyStatus::unsupported;
+      out.discarded = 1;
+      // The reason the judge gave, not RapidCheck's description of the
+      // discard (its source location, over several lines).
+      out.message = "the fixture's case was discarded: " +
+                    (ctx.discard_reasons.empty() ? std::string("(no reason given)")
+                                                 : ctx.discard_reasons.begin()->first);
+    } else {
+      RunConfig no_save = config;
+      no_save.save_failures_dir.clear();
+      report_failure(prop, impl, dtype, no_save, ctx, {}, -1, out);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config) {
+  const auto name = fixture.meta.value("property", std::string());
+  const PropertyDef* prop = find_property(name);
+  if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
+  if (!prop->has_cases()) throw InputError(fmt::format("{} has no single case to replay", name));
+  if (prop->validate_args) prop->validate_args(fixture);
+  // A fixture's label is a claim: its problem must be one the property
+  // could have drawn, or a correct implementation could "fail" its replay.
+  if (prop->not_a_case) {
+    if (const auto why = prop->not_a_case(fixture.problem)) {
+      throw InputError(fmt::format("problem: not a case of {}: {}", prop->name, *why));
+    }
+  }
+  if (!impl.info().supports(combo_of(fixture.problem))) {
+    throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
+                                 combo_name(combo_of(fixture.problem))));
+  }
+  // Nor a version 2 part it does not declare (SPEC 5.1).
+  if (const std::string part = undeclared_v2_part(impl.info(), fixture.problem); !part.empty()) {
+    throw InputError(fmt::format("{} does not declare {}, which the fixture's problem needs",
+                                 impl.info().name, part));
+  }
+  try {
+    if (prop->object_verdict) {
+      if (auto verdict = prop->object_verdict(impl)) {
+        PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
+        out.status = verdict->status;
+        out.message = verdict->message;
+        return out;
+      }
+    }
+    return judge_again(*prop, impl, fixture, config);
+  } catch (const nlohmann::json::exception& e) {
+    // The fixture's args lack what the property reads: the file's fault.
+    throw InputError(fmt::format("field 'args': {}", e.what()));
+  } catch (const std::exception& e) {
+    PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
+    out.status = PropertyStatus::failed;
+    out.message = fmt::format("FAILED {} on {}: {}", prop->name, impl.info().name, e.what());
+    return out;
+  }
+}
+
+RunConfig replay_config(const Fixture& f, const ReplayOverrides& overrides) {
+  RunConfig config;
+  config.seed = f.meta.value("seed", kDefaultSeed);
+  config.strict = overrides.strict.value_or(f.meta.value("strict", false));
+  try {
+    config.profile =
+        parse_profile(overrides.profile.value_or(f.meta.value("profile", std::string("ci"))));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--profile: {}", e.what()));
+  }
+  config.cases = overrides.cases > 0 ? overrides.cases : f.meta.value("cases", 0);
+  if (overrides.timeout_ms) {
+    config.timeout_ms = *overrides.timeout_ms;
+  } else if (f.meta.contains("timeout_ms")) {
+    config.timeout_ms = f.meta.value("timeout_ms", kDefaultCallTimeoutMs);
+  }
+  return config;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,38 @@
+// The text reporter: the lines `attncheck check` prints.
+
+#include <fmt/format.h>
+
+#include "attncheck/reporters.h"
+#include "attncheck/version.h"
+
+namespace attncheck {
+
+void TextReporter::on_start(uint64_t seed, Profile profile, const Shard& shard) {
+  out_ << fmt::format("attncheck {}: seed {}, profile {}{}\n", version(), seed,
+                      profile_name(profile),
+                      shard.count > 1 ? fmt::format(", shard {}/{}", shard.index, shard.count)
+                                      : "");
+}
+
+void TextReporter::on_outcome(const PropertyOutcome& o) {
+  // A failure's report is many lines: it goes below the outcome's line.
+  const bool long_message = o.status == PropertyStatus::failed || o.status == PropertyStatus::xfail;
+  out_ << fmt::format("{:<11} {:<24} {:<4} {:<28} {}\n", status_name(o.status), o.impl,
+                      dtype_name(o.dtype), o.property, long_message ? "" : o.message);
+  if (long_message) out_ << o.message << "\n";
+  out_.flush();
+}
+
+void TextReporter::on_finish(const SessionResult& result) {
+  for (const auto& [name, budget] : result.max_budget) {
+    out_ << fmt::format("largest budget used by a passing case: {:<24} {:.3g}\n", name, budget);
+  }
+  out_ << fmt::format(
+      "{} passed, {} failed, {} skipped, {} unsupported, {} xfail, {} xpass, {} not-run\n",
+      result.count(PropertyStatus::passed), result.count(PropertyStatus::failed),
+      result.count(PropertyStatus::skipped), result.count(PropertyStatus::unsupported),
+      result.count(PropertyStatus::xfail), result.count(PropertyStatus::xpass),
+      result.count(PropertyStatus::not_run));
+}
+
+}  // namespace attncheck
