@@ -16,7 +16,8 @@ declare -A room_of=(
   [oracle.h]=oracle
   [fixture.h]=formats [report.h]=formats [output_file.h]=formats [expected_failures.h]=formats
   [tolerance.h]=judge [compare.h]=judge [diagnosis.h]=judge
-  [properties.h]=properties [generators.h]=properties [session.h]=properties [reporters.h]=properties
+  [properties.h]=properties [generators.h]=properties
+  [run.h]=run [session.h]=run [reporter.h]=run [reporters.h]=run
   [gtest.h]=integrations
 )
 # The rooms each room may include (itself included), lowest room first.
@@ -28,10 +29,11 @@ declare -A allowed=(
   [formats]="plugin_api core oracle formats"
   [judge]="plugin_api core oracle judge"
   [properties]="plugin_api core host oracle formats judge properties"
+  [run]="plugin_api core host oracle formats judge properties run"
   [impls]="plugin_api core host impls"
   [bench]="plugin_api core host bench"
-  [cli]="plugin_api core host oracle formats judge properties impls bench cli"
-  [integrations]="plugin_api core host oracle formats judge properties integrations"
+  [cli]="plugin_api core host oracle formats judge properties run impls bench cli"
+  [integrations]="plugin_api core host oracle formats judge properties run integrations"
 )
 # The room of a source file, from its folder.
 room_of_file() {
@@ -39,6 +41,7 @@ room_of_file() {
     include/attncheck/*) echo "${room_of[$(basename "$1")]:-unmapped}" ;;
     core/*) echo core ;; host/*) echo host ;; oracle/*) echo oracle ;;
     formats/*) echo formats ;; judge/*) echo judge ;; properties/*) echo properties ;;
+    run/*) echo run ;;
     impls/*) echo impls ;; bench/*) echo bench ;; cli/*) echo cli ;;
     integrations/*) echo integrations ;; *) echo "" ;;
   esac
@@ -51,7 +54,7 @@ while IFS= read -r file; do
   while IFS= read -r inc; do
     case $inc in
       attncheck/*) to=${room_of[${inc#attncheck/}]:-unmapped} ;;
-      core/*|host/*|oracle/*|formats/*|judge/*|properties/*|impls/*|bench/*|cli/*|integrations/*)
+      core/*|host/*|oracle/*|formats/*|judge/*|properties/*|run/*|impls/*|bench/*|cli/*|integrations/*)
         to=$(room_of_file "$inc") ;;
       ../*) to=$(room_of_file "$(realpath -m --relative-to=. "$(dirname "$file")/$inc")") ;;
       *) continue ;;  # a header beside the file, in its own room
@@ -61,20 +64,20 @@ while IFS= read -r file; do
       bad=1
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
-done < <(find include core host oracle formats judge properties impls bench cli integrations \
+done < <(find include core host oracle formats judge properties run impls bench cli integrations \
               -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.c' \) | sort)
-# The properties' private headers (properties/*.h) stay theirs: only
-# properties/ and its tests include them; everything else uses the public
-# headers of include/attncheck/.
+# The properties' private headers (properties/*.h) stay theirs and their
+# engine's: only properties/, run/ and their tests include them; everything
+# else uses the public headers of include/attncheck/.
 while IFS= read -r hit; do
   echo "layering: ${hit%%:*} includes a private header of properties/ (${hit#*:})"
   bad=1
 done < <(grep -rn --include='*.h' --include='*.cpp' --include='*.c' '#include "properties/' \
            include core host oracle formats judge impls bench cli integrations examples tests |
-         grep -v '^tests/properties/' | sed 's/:[0-9]*:#include /:/')
+         grep -v '^tests/properties/\|^tests/run/' | sed 's/:[0-9]*:#include /:/')
 
 # The same order in the targets each room's CMakeLists.txt links.
-for dir in core host oracle formats judge properties impls bench cli integrations/gtest; do
+for dir in core host oracle formats judge properties run impls bench cli integrations/gtest; do
   from=$(room_of_file "$dir/")
   for target in $(grep -o 'attncheck::[a-z_]*' "$dir/CMakeLists.txt" | sort -u); do
     name=${target#attncheck::}
