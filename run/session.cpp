@@ -11,6 +11,7 @@
 
 #include "attncheck/cancel.h"
 #include "attncheck/error.h"
+#include "attncheck/isolation.h"
 #include "attncheck/registry.h"
 #include "attncheck/reporter.h"
 #include "attncheck/run.h"

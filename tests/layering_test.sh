@@ -12,7 +12,7 @@ declare -A room_of=(
   [plugin.h]=plugin_api [plugin_v1.h]=plugin_api
   [dtype.h]=core [problem.h]=core [implementation.h]=core [registry.h]=core
   [layer.h]=core [error.h]=core [cancel.h]=core [outcome.h]=core [text.h]=core [version.h]=core [transforms.h]=core [features.h]=core
-  [plugin_loader.h]=host [isolation.h]=host [threads.h]=host [modules.h]=host
+  [plugin_loader.h]=host [isolation.h]=host [isolation_options.h]=host [threads.h]=host [modules.h]=host
   [oracle.h]=oracle
   [fixture.h]=formats [report.h]=formats [output_file.h]=formats [expected_failures.h]=formats
   [tolerance.h]=judge [compare.h]=judge [diagnosis.h]=judge

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
+#include "attncheck/isolation_options.h"
 
 namespace attncheck {
 
@@ -35,12 +36,6 @@ class ImplementationDied : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-/// Default per-call limit of CPU time (--timeout-ms): generous, as the
-/// properties' problems take a correct kernel well under a millisecond,
-/// and measured in CPU time, so a loaded machine or a sanitizer build (2-5x
-/// slower) does not turn a slow call into a false hang.
-inline constexpr int64_t kDefaultCallTimeoutMs = 10000;
 
 /// A call that blocks without using CPU (a deadlock, a sleep) is stopped
 /// when its wall time exceeds this multiple of the CPU limit while it has
@@ -69,12 +64,6 @@ inline constexpr int kMaxHangsPerProperty = 16;
 /// crash to its smallest case (a few dozen deaths) stays inside this bound.
 inline constexpr int kMaxCrashesPerProperty = 64;
 
-struct IsolationOptions {
-  /// CPU time per call; loading a plugin in a worker may take
-  /// kWallTimeoutFactor times this in wall time (100 s by default: a plugin
-  /// that links a large framework, LibTorch, takes seconds to load).
-  int64_t timeout_ms = kDefaultCallTimeoutMs;
-};
 
 /// An implementation behind a worker, as the session sees it.
 class IsolatedImplementation : public Implementation {

@@ -16,7 +16,7 @@
 
 #include "attncheck/expected_failures.h"
 #include "attncheck/implementation.h"
-#include "attncheck/isolation.h"
+#include "attncheck/isolation_options.h"
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
 
