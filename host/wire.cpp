@@ -1,6 +1,6 @@
 // The channel between the harness and a worker (host/wire.h): frames on
 // the socket, and the byte codec of problems, layer calls, results and
-// ImplInfo.
+// ImplInfo (problems and ImplInfo field by field, from core/fields.h).
 
 #include "host/wire.h"
 
@@ -10,85 +10,94 @@
 #include <array>
 #include <cerrno>
 
+#include <boost/pfr/core.hpp>
+
+#include "core/fields.h"
+
 namespace attncheck::host_detail {
 namespace {
 
-void put_tensor(Writer& w, const Tensor& t) {
-  w.put_vec(t.data);
-  w.put(t.strides);
-}
-
-Tensor get_tensor(Reader& r) {
-  Tensor t;
-  t.data = r.get_vec<double>();
-  t.strides = r.get<std::array<int64_t, 4>>();
-  return t;
-}
+// The byte codec, by type: a trivially copyable value as its bytes, a
+// string or vector as its size then its elements, an optional as a
+// presence byte then its value, a struct of the problem model (Tensor,
+// Broadcast, Descales, PackedSeqs, PagedKv, PrecisionTraits, Limits,
+// DTypeCombo) member by member (Boost.PFR). Problem and ImplInfo walk
+// their field lists (core/fields.h), so a new member crosses without a
+// line here.
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
 
 template <typename T>
-void put_broadcast(Writer& w, const std::optional<Broadcast<T>>& b) {
-  w.put<uint8_t>(b.has_value());
-  if (!b) return;
-  w.put(b->batch);
-  w.put(b->heads);
-  w.put_vec(b->data);
-}
-
-template <typename T>
-std::optional<Broadcast<T>> get_broadcast(Reader& r) {
-  if (!r.get<uint8_t>()) return std::nullopt;
-  Broadcast<T> b;
-  b.batch = r.get<int64_t>();
-  b.heads = r.get<int64_t>();
-  b.data = r.get_vec<T>();
-  return b;
-}
-
-// An optional value: a presence byte, then the value.
-template <typename T>
-void put_optional(Writer& w, const std::optional<T>& x) {
-  w.put<uint8_t>(x.has_value());
-  if (x) w.put(*x);
-}
-
-template <typename T>
-std::optional<T> get_optional(Reader& r) {
-  if (!r.get<uint8_t>()) return std::nullopt;
-  return r.get<T>();
-}
-
-void put_packed(Writer& w, const std::optional<PackedSeqs>& packed) {
-  w.put<uint8_t>(packed.has_value());
-  if (!packed) return;
-  w.put_vec(packed->cu_seqlens_q);
-  w.put_vec(packed->cu_seqlens_k);
-}
-
-std::optional<PackedSeqs> get_packed(Reader& r) {
-  if (!r.get<uint8_t>()) return std::nullopt;
-  PackedSeqs packed;
-  packed.cu_seqlens_q = r.get_vec<int64_t>();
-  packed.cu_seqlens_k = r.get_vec<int64_t>();
-  return packed;
-}
-
-void put_paged(Writer& w, const std::optional<PagedKv>& paged) {
-  w.put<uint8_t>(paged.has_value());
-  if (!paged) return;
-  w.put_vec(paged->seqlens_k);
-  w.put_vec(paged->block_table);
-  for (int64_t x : {paged->block_table_stride, paged->page_size, paged->num_pages}) w.put(x);
-}
-
-std::optional<PagedKv> get_paged(Reader& r) {
-  if (!r.get<uint8_t>()) return std::nullopt;
-  PagedKv paged;
-  paged.seqlens_k = r.get_vec<int64_t>();
-  paged.block_table = r.get_vec<int64_t>();
-  for (int64_t* x : {&paged.block_table_stride, &paged.page_size, &paged.num_pages}) {
-    *x = r.get<int64_t>();
+void put_value(Writer& w, const T& x) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    w.put_str(x);
+  } else if constexpr (IsVector<T>::value) {
+    w.put_vec(x);
+  } else if constexpr (IsOptional<T>::value) {
+    w.put<uint8_t>(x.has_value());
+    if (x) put_value(w, *x);
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+    w.put(x);
+  } else if constexpr (std::is_same_v<T, std::array<int64_t, 4>>) {
+    w.put(x);
+  } else {
+    boost::pfr::for_each_field(x, [&](const auto& member) { put_value(w, member); });
   }
-  return paged;
+}
+
+template <typename T>
+void get_value(Reader& r, T& x) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    x = r.get_str();
+  } else if constexpr (IsVector<T>::value) {
+    x = r.get_vec<typename T::value_type>();
+  } else if constexpr (IsOptional<T>::value) {
+    if (!r.get<uint8_t>()) {
+      x.reset();
+      return;
+    }
+    get_value(r, x.emplace());
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+    x = r.get<T>();
+  } else if constexpr (std::is_same_v<T, std::array<int64_t, 4>>) {
+    x = r.get<T>();
+  } else {
+    boost::pfr::for_each_field(x, [&](auto& member) { get_value(r, member); });
+  }
+}
+
+// What crosses the wire of a Problem or an ImplInfo: every field its list
+// marks kWire (all of them: both ends are one build).
+template <typename T>
+void put_fields(Writer& w, const T& x) {
+  const auto put = [&](const fields::Field& f, const auto& member) {
+    if (f.in(fields::kWire)) put_value(w, member);
+  };
+  if constexpr (std::is_same_v<T, Problem>) {
+    fields::for_each_problem_field(x, put);
+  } else {
+    fields::for_each_impl_info_field(x, put);
+  }
+}
+
+template <typename T>
+T get_fields(Reader& r) {
+  T x;
+  const auto get = [&](const fields::Field& f, auto& member) {
+    if (f.in(fields::kWire)) get_value(r, member);
+  };
+  if constexpr (std::is_same_v<T, Problem>) {
+    fields::for_each_problem_field(x, get);
+  } else {
+    fields::for_each_impl_info_field(x, get);
+  }
+  return x;
 }
 
 }  // namespace
@@ -122,57 +131,9 @@ bool read_exact(int fd, char* dst, size_t n) {
   return true;
 }
 
-void put_problem(Writer& w, const Problem& p) {
-  w.put(p.dtype);
-  for (int64_t x : {p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv}) w.put(x);
-  put_tensor(w, p.q);
-  put_tensor(w, p.k);
-  put_tensor(w, p.v);
-  w.put_vec(p.key_valid);
-  put_broadcast(w, p.mask);
-  put_broadcast(w, p.bias);
-  w.put<uint8_t>(p.causal);
-  w.put(p.align);
-  w.put(p.window_left);
-  w.put(p.window_right);
-  w.put(p.scale);
-  w.put(p.softcap);
-  w.put_vec(p.dout);
-  put_optional(w, p.q_dtype);
-  put_optional(w, p.kv_dtype);
-  put_optional(w, p.descale);
-  w.put_vec(p.sink);
-  put_packed(w, p.packed);
-  put_paged(w, p.paged);
-}
+void put_problem(Writer& w, const Problem& p) { put_fields(w, p); }
 
-Problem get_problem(Reader& r) {
-  Problem p;
-  p.dtype = r.get<DType>();
-  for (int64_t* x : {&p.batch, &p.heads, &p.kv_heads, &p.tq, &p.tk, &p.dk, &p.dv}) {
-    *x = r.get<int64_t>();
-  }
-  p.q = get_tensor(r);
-  p.k = get_tensor(r);
-  p.v = get_tensor(r);
-  p.key_valid = r.get_vec<uint8_t>();
-  p.mask = get_broadcast<uint8_t>(r);
-  p.bias = get_broadcast<double>(r);
-  p.causal = r.get<uint8_t>() != 0;
-  p.align = r.get<Align>();
-  p.window_left = r.get<int64_t>();
-  p.window_right = r.get<int64_t>();
-  p.scale = r.get<double>();
-  p.softcap = r.get<double>();
-  p.dout = r.get_vec<double>();
-  p.q_dtype = get_optional<DType>(r);
-  p.kv_dtype = get_optional<DType>(r);
-  p.descale = get_optional<Descales>(r);
-  p.sink = r.get_vec<double>();
-  p.packed = get_packed(r);
-  p.paged = get_paged(r);
-  return p;
-}
+Problem get_problem(Reader& r) { return get_fields<Problem>(r); }
 
 void put_layer_call(Writer& w, const LayerWeights& lw, const LayerInput& x) {
   w.put(lw.d_model);
@@ -201,35 +162,9 @@ std::pair<LayerWeights, LayerInput> get_layer_call(Reader& r) {
   return {std::move(lw), std::move(x)};
 }
 
-void put_info(Writer& w, const ImplInfo& i) {
-  w.put_str(i.name);
-  w.put(i.kind);
-  w.put(i.dtypes);
-  w.put_vec(i.combos);
-  w.put(i.features);
-  w.put(i.empty_rows);
-  w.put(i.precision);
-  w.put(i.limits);
-  w.put_str(i.description);
-  w.put_str(i.caught_by);
-  w.put_str(i.origin);
-}
+void put_info(Writer& w, const ImplInfo& i) { put_fields(w, i); }
 
-ImplInfo get_info(Reader& r) {
-  ImplInfo i;
-  i.name = r.get_str();
-  i.kind = r.get<Kind>();
-  i.dtypes = r.get<uint32_t>();
-  i.combos = r.get_vec<DTypeCombo>();
-  i.features = r.get<Features>();
-  i.empty_rows = r.get<EmptyRowPolicy>();
-  i.precision = r.get<PrecisionTraits>();
-  i.limits = r.get<Limits>();
-  i.description = r.get_str();
-  i.caught_by = r.get_str();
-  i.origin = r.get_str();
-  return i;
-}
+ImplInfo get_info(Reader& r) { return get_fields<ImplInfo>(r); }
 
 void put_forward_result(Writer& w, const ForwardResult& f, std::optional<int64_t> score) {
   w.put(f.status);
