@@ -21,7 +21,7 @@ ImplInfo info() {
                               "(sinks, packed, paged, descaled fp8 inputs) and backward; empty "
                               "rows are an error");
   // paged_online_f32's f32 combinations (a bf16 or E4M3 K/V cache), and
-  // the mixed ones of issue 18: bf16 q with E4M3 K/V and a bf16 output,
+  // the mixed serving ones: bf16 q with E4M3 K/V and a bf16 output,
   // E4M3 everything with a bf16 output (or f32).
   i.combos = {{DType::f32, DType::f32, DType::f32},    {DType::f32, DType::bf16, DType::f32},
               {DType::f32, DType::e4m3, DType::f32},   {DType::e4m3, DType::e4m3, DType::f32},

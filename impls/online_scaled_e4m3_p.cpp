@@ -1,5 +1,5 @@
 // online_scaled_e4m3_p: a FlashAttention-3 style fp8 kernel that keeps P in
-// E4M3 for the P.V product (issue 34, SPEC 4: "E4M3 enters u_p and eta_p
+// E4M3 for the P.V product (SPEC 4: "E4M3 enters u_p and eta_p
 // like the other formats when P is cast to it"), the correct twin of
 // broken_fp8_p_unscaled. Per query, in float: an online softmax over
 // blocks of 16 keys (as paged_online_f32: the first block's max includes
@@ -19,7 +19,7 @@
 //
 // K/V in E4M3 only (the formats an fp8 kernel reads; q and the output bf16
 // or f32), so dtypes is 0: an fp8-only built-in, which the harness hands
-// only problems in those combinations (issue 34 item 1).
+// only problems in those combinations.
 
 #include <memory>
 

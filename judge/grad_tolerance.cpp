@@ -71,7 +71,7 @@
 //    order): gamma_{n+4}, gamma_{m+4}; each descale the accumulation format
 //    cannot represent is rounded to it once more (+1 in its gamma). dV's
 //    sum has no descale; it shares dK's gamma_m, which only widens it.
-//  - Underflow in stored units (issue 34, as in tolerance.cpp): a product
+//  - Underflow in stored units (as in tolerance.cpp): a product
 //    of stored values that a factor multiplies afterwards errs by eta_a
 //    times that factor, and a kernel may apply it before or after (vd to
 //    dO . v_j or to what is derived from it; sigma and kd to dQ's sum,

@@ -59,10 +59,10 @@
 //    spread sum a_j D_j |vd v_j - c| and the underflow term eta_p sum |vd
 //    v_j|. The kernel's errors are relative to what it sums (a_j times the
 //    stored v_j), and the product by vd carries them to the logical scale.
-//    Issue 34: terms of the stored v were up to 3x too small for vd = 3,
-//    and the spread compared a stored v_j with a logical c; a correct f32
-//    loop failed on a subnormal output stored with vd = 2 that passed at
-//    budget 0.49 stored with vd = 1. (vd v_j is formed in double: a
+//    Terms of the stored v would be up to 3x too small for vd = 3, and
+//    the spread would compare a stored v_j with a logical c: a correct f32
+//    loop failed such a bound on a subnormal output stored with vd = 2
+//    that passed at budget 0.49 stored with vd = 1. (vd v_j is formed in double: a
 //    relative 2^-53 of an O(u) term, inside kSecondOrderFactor.)
 //  - Underflow in stored units: a product a_j v_j of the stored v_j that
 //    lands below the normal range errs by eta_a in the stored scale, which

@@ -110,7 +110,7 @@ Case draw_extreme(CaseContext& ctx) {
   }
   const double m = max_abs_score(p);
   if (m == 0) ctx.discard("no nonzero score to scale");
-  // Aim only as high as q's storage format reaches (issue 34: an f16 q of
+  // Aim only as high as q's storage format reaches (an f16 q of
   // an f32 output was scaled to 2^24 and 65536, which f16 cannot hold):
   // the score exponent x takes the shift x - ilogb(m) of q.
   const int top = static_cast<int>(std::min<int64_t>(hi, int64_t{std::ilogb(m)} + max_q_shift(p)));

@@ -109,7 +109,7 @@ Problem with_values(const Problem& p, double a, double b) {
 // V2 and a V1 + b V2, whose convex combinations the three outputs are, must
 // stay finite in the output format, with room for an unnormalised P.V sum
 // (sum_j p_j v_j, p_j <= 1, over up to tk keys, before the division by l)
-// as the generator leaves it: issue 34's v = 2^125, v_descale 2, a = b = 2
+// as the generator leaves it: a drawn v = 2^125, v_descale 2, a = b = 2
 // is 2^128, which every correct f32 kernel returns as inf. V2 holds V1's
 // values, so V1 speaks for both.
 std::string linearity_defect(const Problem& p1, double a, double b) {

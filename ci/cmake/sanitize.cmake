@@ -1,4 +1,5 @@
-# Sanitizer and fuzzing builds, for the reliability issue. Included by the
+# Sanitizer and fuzzing builds: no input may crash the tool or corrupt
+# memory. Included by the
 # top-level CMakeLists.txt before any target is made, so the options below
 # reach every target of the project: the libraries, the built-in
 # implementations, the tests and the test plugins.

@@ -3,7 +3,7 @@
 // keys on page 65 and later read as 0. Right for every sequence of at most
 // 64 pages, so the small problems (at most 19 keys, in pages of 1 or more)
 // never see it; a real-size paged cache (a sequence of 1025 keys in pages
-// of 16) does (issue 18: paged caches at real sizes).
+// of 16) does.
 
 #include "attncheck/registry.h"
 #include "paged_twin.h"

@@ -475,7 +475,7 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
   return p;
 }
 
-// ---- Version 2 parts (SPEC 1.1, issue 18) ----
+// ---- Serving parts (SPEC 1.1) ----
 
 // What a version 2 draw adds to the dense problem, drawn first as one
 // ingredient so that shrinking it (towards no sink, dense layout, no

@@ -1,5 +1,5 @@
 // Checks what `attncheck bench --preset smoke` wrote (tests/bench/bench_test.sh):
-// the JSON report has the fields for every point, every point ran,
+// the JSON report has the documented fields for every point, every point ran,
 // the instrumented implementations counted their score elements (the local
 // kernel only its band), the GRU has the attention layer's parameter count
 // within one hidden unit, and the SVG is a document with one line per

@@ -137,7 +137,7 @@ if [[ $(grep -c '"property"' merged.json) -ne $all ]]; then
   failures=$((failures + 1))
 fi
 usage_error "merge of a non-report" "field 'format'" -- merge-reports m.json "$src/fixtures/seed_exercise1.json"
-# Version 2 (issue 18): shards of a mixed combination merge with it kept.
+# Serving formats: shards of a mixed combination merge with it kept.
 for k in 1 2; do
   expect 0 "v2 shard $k/2" -- check --impl paged_online_f32 --dtype q=f32,kv=e4m3,out=f32 \
     --cases 5 --no-real-sizes --shard $k/2 --report v2shard$k.json

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The reliability issue's hostile input through the command line: each is
-# exit 2 with one short line, and nothing is replaced or left behind.
+# Hostile input through the command line (a file or argument must never
+# crash the tool or clobber a file): each is exit 2 with one short line,
+# and nothing is replaced or left behind.
 #   Usage: hostile_input_test.sh ATTNCHECK SRC
 set -u
 bin=$1

@@ -1,6 +1,6 @@
 #pragma once
-// The broken implementations whose bug lives only at real sizes (issue 15,
-// SPEC 3 "Real sizes"): a 64-key tile, rows past 256 keys, GQA groups of
+// The broken implementations whose bug lives only at real sizes
+// (SPEC 3 "Real sizes"): a 64-key tile, rows past 256 keys, GQA groups of
 // more than 2 over several K/V heads, head dims past 32 or 128. They pass
 // every property on the small problems the generators draw today (proven
 // by test_broken_at_size), so the tests that expect every broken
@@ -21,7 +21,7 @@ inline constexpr std::array<std::string_view, 9> kSizeDependentTwins = {
     "broken_odd_dim_padding_lanes", "broken_decode_ignores_padding",
     "broken_block_table_64_entries"};
 
-/// Serving-kernel twins of issue 34 (impls/broken/, on paged_online_f32)
+/// Serving-kernel twins (impls/broken/, on paged_online_f32)
 /// whose bug needs rows past 256 keys or 16-key blocks past the first,
 /// which the CI profile's small problems (9 keys) never reach: the split-K/V
 /// path's sink and descales, its max_seqlen_k reads, a sink lost at a
@@ -34,7 +34,7 @@ inline constexpr std::array<std::string_view, 5> kServingTwinsAtSize = {
     "broken_split_drops_descales", "broken_split_reads_max_seqlen_k",
     "broken_sink_lost_on_rescale"};
 
-/// Serving-kernel twins of issue 34 caught on small problems: batches past
+/// Serving-kernel twins caught on small problems: batches past
 /// 4 sequences, padded block tables.
 inline constexpr std::array<std::string_view, 2> kServingTwinsSmall = {
     "broken_cu_seqlens_staged_for_4", "broken_block_table_stride_from_lengths"};
@@ -47,7 +47,7 @@ inline bool caught_only_at_real_size(std::string_view name) {
   return in(kSizeDependentTwins) || in(kServingTwinsAtSize);
 }
 
-/// Whether `name` is one of issue 34's serving twins.
+/// Whether `name` is one of the serving-kernel twins above.
 inline bool is_serving_twin(std::string_view name) {
   return std::find(kServingTwinsAtSize.begin(), kServingTwinsAtSize.end(), name) !=
              kServingTwinsAtSize.end() ||

@@ -1,5 +1,4 @@
-// The size-dependent broken implementations (issue 15 item 4,
-// size_dependent_twins.h): each passes every property of the catalog on the
+// The size-dependent broken implementations (size_dependent_twins.h): each passes every property of the catalog on the
 // small problems the generators draw today (thorough profile, seed 1), and
 // each is wrong, beyond the SPEC 4 tolerance of the oracle, on a hand-built
 // problem of the size where its bug lives, while right just below that

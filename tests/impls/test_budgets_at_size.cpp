@@ -1,4 +1,4 @@
-// Tolerances at size (issue 15, item 5): every correct built-in that does
+// Tolerances at size: every correct built-in that does
 // not accumulate in f64 stays within SPEC 4's bound on rows of 20,000 keys
 // with 256-wide heads, where the long sums make gamma_n and the online
 // rescales' terms largest. The budget each used is printed (README,

@@ -1,4 +1,4 @@
-// Tests of the eager built-ins (issue 17): eager_bf16 and eager_f16 compute
+// Tests of the eager built-ins: eager_bf16 and eager_f16 compute
 // as eager framework code does (scores, weights and output stored in the
 // format), declare it, pass every property they declare or are skipped with
 // the reason, and the twin that rounds S but declares float scores is
@@ -46,7 +46,7 @@ TEST(Eager, DeclaresWhatItComputes) {
 }
 
 TEST(Eager, StoresScoresWeightsAndOutputInTheFormat) {
-  // q . k = 32.375 is stored as 32.5 in bf16 (issue 17's logit) and kept in
+  // q . k = 32.375 is stored as 32.5 in bf16 (a logit seen in practice) and kept in
   // f16; with key 1 at score 32 and values 0 and 1, the output is the
   // weight of key 1: 1 / (1 + e^0.5) from the stored bf16 scores.
   // dk = 2: q . k = 32.25 + 0.125, which bf16 cannot hold.

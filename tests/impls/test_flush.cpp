@@ -1,4 +1,4 @@
-// The flush twin (issue 17): an exp that returns 0 below 2^-100 while
+// The flush twin: an exp that returns 0 below 2^-100 while
 // declaring no flush is caught by the property named in its declaration,
 // on every seed tried, and its bug lies outside what a declared flush
 // would cover.

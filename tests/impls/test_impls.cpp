@@ -116,7 +116,7 @@ TEST(Registry, EveryBrokenImplementationNamesItsProperty) {
       EXPECT_TRUE(i->info().supports(DType::f64)) << i->info().name;
     }
   }
-  // Issue 4: at least 20 distinct bug classes real kernels shipped.
+  // At least 20 distinct bug classes real kernels shipped.
   EXPECT_GE(broken, 23);
 }
 

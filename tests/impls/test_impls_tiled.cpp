@@ -1,5 +1,5 @@
-// Tests of the tiled, local, multi-head and low-precision implementations
-// (issue 6): what each declares, the online kernels on fully masked and
+// Tests of the tiled, local, multi-head and low-precision implementations:
+// what each declares, the online kernels on fully masked and
 // partial tail blocks, the local kernels' score count against the broken
 // twin that masks the full matrix, the layer's parameter count and
 // MultiHeadConsistency, the 16-bit kernels' rounding, and the new backward

@@ -1,4 +1,4 @@
-// The version 2 implementations (issue 18, SPEC 1.1) on hand-built
+// The serving-kernel implementations (SPEC 1.1) on hand-built
 // problems: the widened loop kernels and paged_online_f32 compute sinks,
 // packed sequences, paged K/V and descaled fp8 inputs as SPEC 1.1 states
 // (a packed batch equals its sequences, a paged cache its contiguous keys,
@@ -531,7 +531,7 @@ TEST(V2Twins, EachIsRightWithoutItsTrigger) {
   }
 }
 
-// ---- serving twins (issue 34 item 6) ----
+// ---- serving twins: batches past 4, padded tables, split K/V ----
 
 struct ServingCase {
   std::string name;
@@ -616,7 +616,7 @@ TEST(ServingTwins, EachIsWrongAtItsTriggerAndRightJustBelowIt) {
   }
 }
 
-// ---- P in E4M3 (issue 34) ----
+// ---- P in E4M3 ----
 
 TEST(Fp8P, ScalingPKeepsTheWeightsTheUnscaledCastLoses) {
   // One key of score 8 and 39 of score 0 (three blocks of 16): the small

@@ -1,5 +1,5 @@
 #pragma once
-// The broken implementations of version 2 features (issue 18, SPEC 1.1):
+// The broken implementations of serving-kernel parts (SPEC 1.1):
 // each has its bug only on problems with a sink, packed sequences, paged
 // K/V, descales or fp8 inputs, and names a property of SPEC 2's "Version 2
 // properties" (SinkIsAKeyWithoutValue, PackedEqualsSeparate,

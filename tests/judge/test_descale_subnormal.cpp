@@ -1,9 +1,9 @@
-// Issue 34 through the harness: a correct f32 implementation (loop_f32,
+// A descaled subnormal output through the harness: a correct f32 implementation (loop_f32,
 // which declares ATTNCHECK_FEATURE_DESCALE) on a problem whose exact f32
 // output is subnormal and whose v is stored halved with v_descale 2. Its
 // products of the stored v underflow in the stored scale and the product
 // by v_descale doubles that error; the tolerance built from the stored v
-// (before issue 34) failed it. The kept fixture
+// (rather than the logical one) failed it. The kept fixture
 // fixtures/regressions/tolerance-f32-subnormal-output-v-descale.json is
 // this problem (also replayed by `attncheck replay`, test regression.*).
 

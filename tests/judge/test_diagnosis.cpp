@@ -620,7 +620,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, CorrectGetsNone, testing::ValuesIn(correct_
 namespace attncheck {
 namespace {
 
-// --- Issue 17's measure: on the broken catalog, the failures of the bug
+// --- The diagnosis' measure: on the broken catalog, the failures of the bug
 // classes the table knows (kBrokenInTable) that get the right name, over
 // four seeds. Done when at least 90%.
 

@@ -263,8 +263,8 @@ TEST(Tolerance, WeightsBeforeOrAfterThePCastBothPass) {
 
 TEST(Tolerance, FlushCoversSmallNormalsOfTheFormatsDeclaredFlushing) {
   // Scores 0 and -87: the second weight is e^-87 / (1 + e^-87) = 1.65e-38,
-  // 1.4 times f32's smallest normal (issue 17's vectorised exp flushed
-  // below 1.41 times it). A kernel whose exp returns 0 there gives weight 0
+  // 1.4 times f32's smallest normal (a vectorised exp seen in
+  // practice flushed below 1.41 times it). A kernel whose exp returns 0 there gives weight 0
   // and output 0.
   const Problem p = one_query(DType::f32, {0, -87});
   const OracleResult o = oracle(p);

@@ -417,7 +417,7 @@ TEST(ToleranceV2, PagedProblemsAreJudgedLikeTheirPackedTwins) {
   EXPECT_GT(c.max_budget_used, 0);
 }
 
-// ---- issue 34: logical values, E4M3 as p_cast and s_cast ----
+// ---- logical values, E4M3 as p_cast and s_cast ----
 
 // p with tensor `which` ('q', 'k' or 'v') stored halved and its descale
 // doubled: the same logical problem (the values are dyadic, so halving is
@@ -438,8 +438,8 @@ TEST(ToleranceV2, ADescaleAddsOnlyItsOwnTermsToTheLogicalProblemsBound) {
   // plus what tolerance.cpp documents for the descales (powers of two, so
   // no rounding of the descale itself): 3 u_a |t_j| in every D_j, 2 u_a |c|
   // and 2 eta_a in out, and n eta_a (vd - 1) for underflowing products of
-  // the stored v. Before issue 34 the out bound was built from the stored
-  // v: with v halved, A, the spread and sum |v_j| shrank.
+  // the stored v. A bound built from the stored v would shrink with it:
+  // with v halved, A, the spread and sum |v_j| shrank.
   const PrecisionTraits tr = f32_traits();
   const double u = unit_roundoff(DType::f32), eta = underflow_unit(DType::f32, false);
   for (uint32_t seed = 1; seed <= 3; ++seed) {
@@ -526,7 +526,7 @@ TEST(ToleranceV2, GradientBoundsOfADescaledProblemCoverTheLogicalOnes) {
   }
 }
 
-// Issue 34's report: five keys of equal score (weights 1/5), v = 2^-147
+// A case seen failing a correct kernel: five keys of equal score (weights 1/5), v = 2^-147
 // stored as 2^-148 with v_descale 2: the exact output 2^-147 is an f32
 // subnormal. A correct f32 loop forms a_j v_j of the stored v: 0.4 of the
 // smallest subnormal, rounded to 0, five times, then times vd: out = 0,

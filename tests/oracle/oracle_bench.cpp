@@ -1,9 +1,9 @@
-// Times the oracle against loop_f64 on the same problems (issue 3: one
-// head, dk = dv = 64, T = 16, 128, 512; target oracle / loop <= 20 at
-// T = 512), and the real-size reference, the enclosure with the tolerances
-// it is compared against, streamed per head, against batched_f64 (issue 15:
-// B = 1, H = 8, tq = tk = 4096, dk = dv = 128, target within 3x; and decode
-// over 16384 keys), and prints the ratios after the benchmarks.
+// Times the oracle against loop_f64 on the same problems (one head,
+// dk = dv = 64, T = 16, 128, 512; target oracle / loop <= 20 at T = 512),
+// and the real-size reference, the enclosure with the tolerances it is
+// compared against, streamed per head, against batched_f64 (B = 1, H = 8,
+// tq = tk = 4096, dk = dv = 128, target within 3x; and decode over 16384
+// keys), and prints the ratios after the benchmarks.
 
 #include <benchmark/benchmark.h>
 

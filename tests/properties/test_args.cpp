@@ -80,8 +80,8 @@ std::vector<ArgsCase> bad_cases() {
       {"w_string", "KeyTranslationInvariance", "args.w", {{"w", {1, "inf"}}}},
       {"a_string", "ValueLinearity", "args.a", {{"a", "two"}}},
       {"v2_number", "ValueLinearity", "args.v2", {{"v2", 2}}},
-      // a V1 + b V2 beyond the output format: no case of the property
-      // (issue 34), whatever a judge would make of it.
+      // a V1 + b V2 beyond the output format: no case of the property,
+      // whatever a judge would make of it.
       {"linearity_sum_overflows", "ValueLinearity", "args.a", {{"a", 1e308}, {"b", 1e308}}},
       {"layout_unknown", "LayoutInvariance", "args.layout", {{"layout", "bhtd"}}},
       {"changed_unknown", "BatchHeadIndependence", "args.changed", {{"changed", "head"}}},

@@ -34,7 +34,7 @@ TEST(BrokenCatalog, EveryBugIsCaughtWithASmallCounterexample) {
   for (const auto& impl : registered_impls()) {
     const ImplInfo& info = impl->info();
     if (info.kind != Kind::broken) continue;
-    // Caught only with real sizes (issue 15): test_broken_at_size.
+    // Caught only with real sizes: test_broken_at_size.
     if (test_support::caught_only_at_real_size(info.name)) continue;
     const PropertyDef* prop = find_property(info.caught_by);
     ASSERT_NE(prop, nullptr) << info.name << ": unknown property " << info.caught_by;

@@ -1,4 +1,4 @@
-// Issue 34 item 1: every generator and every phase hands an implementation
+// Every generator and every phase hands an implementation
 // only problems inside its declared format combinations (SPEC 5.1). Correct
 // twins of paged_online_f32 that declare fewer combinations than it does,
 // and refuse anything else as a plugin's loader would: one with only fp8

@@ -1,4 +1,4 @@
-// Issue 34: what a property draws or replays stays inside the formats the
+// What a property draws or replays stays inside the formats the
 // values are stored and judged in. ExtremeScoresStayFinite scaled q against
 // the output format, not q's own (an f16 q of an f32 output got 2^24 and
 // 65536); ValueLinearity let v_descale (a V1 + b V2) leave the output
@@ -76,7 +76,7 @@ TEST(ExtremeScores, QIsScaledWithinItsOwnFormat) {
   }
 }
 
-// The saved case of the issue: v = 2^125, v_descale 2, a = b = 2. Replay
+// The saved case: v = 2^125, v_descale 2, a = b = 2. Replay
 // refuses it (exit 2 on the command line) with one line saying why; the
 // ctest regression.refused.* runs the command itself.
 TEST(ValueLinearity, ReplayRefusesALogicalSumBeyondTheOutputFormat) {

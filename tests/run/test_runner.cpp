@@ -172,7 +172,7 @@ TEST(Catalog, NamesAreTheDocumentedOnesInOrder) {
 }
 
 TEST(Runner, ServingTwinsShrinkToTheirTriggers) {
-  // Issue 34 item 6: cu_seqlens staged for 4 shrinks to 5 sequences on
+  // cu_seqlens staged for 4 shrinks to 5 sequences on
   // small problems; the split-K/V twins are caught at real size with the
   // CI profile and the search ends at the split threshold (257 keys, 256
   // pass); the rescale twin at a second 16-key block (17).
@@ -197,7 +197,7 @@ TEST(Runner, ServingTwinsShrinkToTheirTriggers) {
 
 TEST(Runner, ShrinkingDropsSlicesTheFailureDoesNotNeed) {
   // The flush shows in one row of one head: RapidCheck's shrinking alone
-  // kept batch 1, heads 2 around an all-zero head (issue 17).
+  // kept batch 1, heads 2 around an all-zero head.
   const PropertyOutcome flush =
       run({"broken_exp_flushes_tiny", "ExtremeScoresStayFinite", DType::f64});
   ASSERT_EQ(flush.status, PropertyStatus::failed) << flush.message;

@@ -90,7 +90,7 @@ TEST(Generator, LimitsAreRespected) {
   });
 }
 
-// An f32 kernel that stores its scores in bf16 (s_cast, issue 17): the
+// An f32 kernel that stores its scores in bf16 (s_cast): the
 // generator keeps q and k small enough that most problems stay within the
 // first-order analysis; unaware of the storage, its large regime alone makes
 // far more of them ill-conditioned.

@@ -1,4 +1,4 @@
-// Tests of the version 2 draws (SPEC 1.1, issue 18): sinks, descales,
+// Tests of the serving-kernel draws (SPEC 1.1): sinks, descales,
 // packed and paged layouts and mixed formats occur often, every problem is
 // valid, rows without keys occur only with a sink, and the layouts have
 // what real caches have (sequences of 0 and 1 queries, keyless sequences
@@ -153,7 +153,7 @@ TEST(GeneratorV2, VersionOneSpecsDrawVersionOneProblems) {
 namespace attncheck {
 namespace {
 
-// Issue 34 item 5: serving batches and the formats' ends. Sequences past 4,
+// Serving batches and the formats' ends. Sequences past 4,
 // block tables wider than the batch needs, and fp8 values in their top
 // binade (E4M3 256-448, decoders' NaN confusion; E5M2's 57344) occur.
 TEST(GeneratorV2, ServingBatchesAndFormatEndsOccur) {
