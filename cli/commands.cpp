@@ -33,6 +33,7 @@
 #include "attncheck/session.h"
 #include "attncheck/text.h"
 #include "bench/bench.h"
+#include "formats/declaration_text.h"
 #include "host/impl_sources.h"
 #include "commands.h"
 
@@ -86,43 +87,6 @@ ImplSources checking_sources(const std::vector<std::string>& plugins,
   return sources;
 }
 
-// Every field `i` declares, a line each, foreign text made printable: what
-// a plugin author reads to see how the descriptor was understood.
-void print_declaration(const ImplInfo& i) {
-  const auto or_none = [](const std::vector<std::string>& names) {
-    return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
-  };
-  const auto limit = [](int64_t v) { return v ? std::to_string(v) : std::string("none"); };
-  std::vector<std::string> dtypes, combos;
-  for (DType d : kAllDTypes)
-    if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
-  for (const DTypeCombo& c : i.combos) combos.push_back(combo_name(c));
-  const PrecisionTraits& p = i.precision;
-  const Limits& l = i.limits;
-  fmt::print("{}\n", printable(i.name));
-  fmt::print("  kind:          {}\n", kind_name(i.kind));
-  fmt::print("  description:   {}\n", printable(i.description));
-  fmt::print("  origin:        {}\n", i.origin.empty() ? "built-in" : printable(i.origin));
-  if (!i.caught_by.empty()) fmt::print("  caught by:     {}\n", printable(i.caught_by));
-  fmt::print("  dtypes:        {}\n", or_none(dtypes));
-  fmt::print("  combos:        {}\n",
-             combos.empty() ? std::string("q = k/v = out, for each dtype")
-                            : fmt::format("{}", fmt::join(combos, " ")));
-  fmt::print("  features:      {} (0x{:x})\n", or_none(feature_names(i.features)), i.features);
-  fmt::print("  empty rows:    {}\n", i.empty_rows == EmptyRowPolicy::zero ? "zero" : "error");
-  fmt::print("  precision:     accum {}, p_cast {}, s_cast {}, exp_ulps {}, key_block {}\n",
-             dtype_name(p.accum), dtype_name(p.p_cast),
-             p.s_cast ? std::string(dtype_name(*p.s_cast)) : fmt::format("{} (accum)", dtype_name(p.accum)),
-             p.exp_ulps, p.key_block ? std::to_string(p.key_block) : std::string("0 (one pass)"));
-  fmt::print("  flush to zero: {}, ftz_formats {}\n", p.flush_to_zero ? "yes" : "no",
-             p.ftz_formats ? or_none(bit_names(p.ftz_formats, ftz_format_table()))
-                           : std::string("0 (flush to zero decides)"));
-  fmt::print("  limits:        max_tq {}, max_tk {}, max_batch_heads {}, dk_min {}, dk_max {}, "
-             "dk_multiple {}, dv_equals_dk {}\n",
-             limit(l.max_tq), limit(l.max_tk), limit(l.max_batch_heads), limit(l.dk_min),
-             limit(l.dk_max), limit(l.dk_multiple), l.dv_equals_dk ? "yes" : "no");
-}
-
 // --dtype's text as a combination (SPEC 5.2); InputError "--dtype: ...".
 DTypeCombo parse_combo_option(const std::string& text) {
   try {
@@ -140,7 +104,7 @@ int describe_command(const std::string& name, const std::vector<std::string>& pl
   if (json) {
     std::cout << implementation_json(impl->info()).dump(2) << "\n";
   } else {
-    print_declaration(impl->info());
+    std::cout << declaration_text(impl->info());
   }
   return kExitOk;
 }
@@ -152,7 +116,7 @@ int list_command(const std::vector<std::string>& plugin_paths,
     impls.push_back(std::move(impl));
   }
   if (verbose) {
-    for (const auto& impl : impls) print_declaration(impl->info());
+    for (const auto& impl : impls) std::cout << declaration_text(impl->info());
     return kExitOk;
   }
   fmt::print("implementations:\n");

@@ -20,6 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "attncheck/fixture.h"
+#include "attncheck/text.h"
+#include "formats/declaration_text.h"
 #include "attncheck/generators.h"
 #include "attncheck/report.h"
 #include "core/fields.h"
@@ -398,6 +400,26 @@ TEST(Fields, TheFailureReportShowsEverySetProblemField) {
       }
     });
   }
+}
+
+TEST(Fields, DescribeTextShowsEveryImplInfoField) {
+  // `attncheck describe` and `list --verbose`: every field describe carries
+  // has its line (or word), the name heads the text.
+  const ImplInfo info = every_field_set<ImplInfo>(info_walk);
+  const std::string text = declaration_text(info);
+  const auto shows = [&](const Field& f, const std::string& where) {
+    if (!f.in(fields::kDescribe)) return;
+    if (f.name == "name") {
+      EXPECT_TRUE(text.starts_with(printable(info.name))) << text;
+      return;
+    }
+    EXPECT_NE(text.find(f.shown_as), std::string::npos)
+        << "describe does not show " << where << f.name << " (as \"" << f.shown_as << "\"):\n"
+        << text;
+  };
+  info_walk(info, [&](const Field& f, const auto&) { shows(f, ""); });
+  precision_walk(info.precision, [&](const Field& f, const auto&) { shows(f, "precision."); });
+  limits_walk(info.limits, [&](const Field& f, const auto&) { shows(f, "limits."); });
 }
 
 }  // namespace

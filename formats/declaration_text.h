@@ -1,0 +1,16 @@
+#pragma once
+// describe's text: every field an implementation declares, a line each,
+// foreign text made printable (what a plugin author reads to see how the
+// descriptor was understood). `attncheck describe` and `list --verbose`
+// print it; its JSON form is implementation_json (attncheck/report.h).
+
+#include <string>
+
+#include "attncheck/implementation.h"
+
+namespace attncheck {
+
+/// The declaration of `i` as describe prints it, ending in a newline.
+std::string declaration_text(const ImplInfo& i);
+
+}  // namespace attncheck
