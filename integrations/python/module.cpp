@@ -22,6 +22,7 @@
 #include "attncheck/features.h"
 #include "attncheck/fixture.h"
 #include "attncheck/isolation.h"
+#include "core/fields.h"
 #include "host/impl_sources.h"
 #include "attncheck/oracle.h"
 #include "attncheck/output_file.h"
@@ -268,6 +269,19 @@ PYBIND11_MODULE(_core, m) {
   m.def("problem_to_json", [](const py::dict& d) {
     return problem_to_json(problem_from_py(d)).dump(1);
   });
+  // The Problem fields the bridge carries (core/fields.h), and a problem
+  // with each at its default: what tests/python/test_fields.py holds the
+  // converters to, so a field added to the description and forgotten here
+  // fails there.
+  m.def("python_problem_fields", [] {
+    std::vector<std::string> names;
+    const Problem p;
+    fields::for_each_problem_field(p, [&](const fields::Field& f, const auto&) {
+      if (f.in(fields::kPython)) names.emplace_back(f.name);
+    });
+    return names;
+  });
+  m.def("default_problem", [] { return problem_to_py(Problem::zeros(DType::f64, 1, 1, 1, 1, 1, 1, 1)); });
   m.def("oracle", [](const py::dict& d) {
     const Problem p = problem_from_py(d);
     OracleResult r;
