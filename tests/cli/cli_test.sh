@@ -139,12 +139,12 @@ fi
 usage_error "merge of a non-report" "field 'format'" -- merge-reports m.json "$src/fixtures/seed_exercise1.json"
 # Serving formats: shards of a mixed combination merge with it kept.
 for k in 1 2; do
-  expect 0 "v2 shard $k/2" -- check --impl paged_online_f32 --dtype q=f32,kv=e4m3,out=f32 \
-    --cases 5 --no-real-sizes --shard $k/2 --report v2shard$k.json
+  expect 0 "mixed-format shard $k/2" -- check --impl paged_online_f32 --dtype q=f32,kv=e4m3,out=f32 \
+    --cases 5 --no-real-sizes --shard $k/2 --report mixshard$k.json
 done
-expect 0 "merge-reports of v2 shards" -- merge-reports v2merged.json v2shard1.json v2shard2.json
-contains v2merged.json '"dtype": "q=f32,kv=e4m3,out=f32"' "the merged report keeps the combination"
-contains v2merged.json '"property": "PagedEqualsContiguous"' "the merged report holds the v2 properties"
+expect 0 "merge-reports of mixed-format shards" -- merge-reports mixmerged.json mixshard1.json mixshard2.json
+contains mixmerged.json '"dtype": "q=f32,kv=e4m3,out=f32"' "the merged report keeps the combination"
+contains mixmerged.json '"property": "PagedEqualsContiguous"' "the merged report holds the serving properties"
 
 mkdir -p project/fixtures
 echo '[{"impl": "broken_unscaled", "property": "ScaledScoreVarianceNearOne", "reason": "test"}]' >project/fixtures/expected-failures.json

@@ -19,9 +19,9 @@
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
+#include "serving_part_twins.h"
 #include "size_dependent_twins.h"
 #include "test_support.h"
-#include "v2_twins.h"
 
 namespace attncheck {
 namespace {
@@ -103,10 +103,11 @@ TEST(Registry, EveryBrokenImplementationNamesItsProperty) {
     ++broken;
     EXPECT_NE(find_property(i->info().caught_by), nullptr)
         << i->info().name << " caught_by '" << i->info().caught_by << "'";
-    // Version 2 twins are built on paged_online_f32 (v2_twins.h, and the
-    // size-dependent paged one): no weights, and f64 only where their
-    // formats allow.
-    if (test_support::is_v2_twin(i->info().name) || i->info().has(ATTNCHECK_FEATURE_PAGED_KV))
+    // Serving-part twins are built on paged_online_f32 (serving_part_twins.h,
+    // and the size-dependent paged one): no weights, and f64 only where
+    // their formats allow.
+    if (test_support::is_serving_part_twin(i->info().name) ||
+        i->info().has(ATTNCHECK_FEATURE_PAGED_KV))
       continue;
     EXPECT_FALSE(i->info().description.empty()) << i->info().name;
     EXPECT_TRUE(i->info().has(ATTNCHECK_FEATURE_WEIGHTS)) << i->info().name;
@@ -552,8 +553,9 @@ TEST(Broken, EachBugShowsOnItsCase) {
     }
     // Their cases are of real size, in test_broken_at_size.
     if (test_support::caught_only_at_real_size(i->info().name)) continue;
-    // Their cases are version 2 problems, in test_v2_impls.
-    if (test_support::is_v2_twin(i->info().name) || test_support::is_serving_twin(i->info().name))
+    // Their cases are serving problems, in test_serving_impls.
+    if (test_support::is_serving_part_twin(i->info().name) ||
+        test_support::is_serving_twin(i->info().name))
       continue;
     EXPECT_TRUE(
         std::any_of(cases.begin(), cases.end(),

@@ -93,7 +93,7 @@ TEST(Enclosure, ContainsTheCertifiedValueWithSinksDescalesAndFp8Inputs) {
     const OracleResult o = oracle(p);
     if (!o.uncertified.empty()) continue;
     const OracleResult e = enclose(p);
-    expect_contains(e, o, fmt::format("v2 problem {}", k));
+    expect_contains(e, o, fmt::format("serving problem {}", k));
     // Tight against the values' scale (|o| may cancel): max |v| vd <= 2 * 0.7.
     for (size_t x = 0; x < e.out.size(); ++x) tight += e.out_radius[x] <= 1e-12 ? 1 : 0;
     elements += static_cast<int>(e.out.size());

@@ -106,12 +106,12 @@ TEST_P(BrokenImplementation, IsCaughtByItsProperty) {
 INSTANTIATE_TEST_SUITE_P(Suite, BrokenImplementation, testing::ValuesIn(broken_cases()),
                          case_name);
 
-// The version 1 properties on version 2 problems (SPEC 2): in their sink
+// The version 1 properties on serving problems (SPEC 2): in their sink
 // forms (the real keys' weights sum to 1 - a_sink, o = (1 - a_sink) v for
 // equal values, the hull of the values and 0) a sink added to the
 // numerator shows in each; CausalPrefixIndependence and WindowLocality per
 // sequence see a packed batch aligned by its longest sequences.
-std::vector<Case> v2_form_cases() {
+std::vector<Case> serving_form_cases() {
   std::vector<Case> cases;
   for (const char* property :
        {"RowSumsToOne", "ConstantValuesReproduced", "OutputInConvexHull"})
@@ -129,7 +129,7 @@ std::vector<Case> v2_form_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(V2Forms, BrokenImplementation, testing::ValuesIn(v2_form_cases()),
+INSTANTIATE_TEST_SUITE_P(ServingForms, BrokenImplementation, testing::ValuesIn(serving_form_cases()),
                          case_name);
 
 TEST(Catalog, EveryPropertyHasABrokenImplementationMadeForIt) {

@@ -1,4 +1,4 @@
-// The tolerances' version 2 terms (SPEC 4): sinks, descales, varlen
+// The tolerances' terms for the serving-kernel parts (SPEC 4): sinks, descales, varlen
 // problems and dsink, on a correct f32 loop (within) and broken ones
 // (outside).
 
@@ -185,7 +185,7 @@ Comparison compare_backward(const F32& got, const OracleResult& o, const GradTol
   return c;
 }
 
-TEST(ToleranceV2, CorrectF32WithSinksAndDescalesPasses) {
+TEST(ToleranceServing, CorrectF32WithSinksAndDescalesPasses) {
   for (const bool fp8 : {false, true}) {
     for (uint32_t seed = 1; seed <= 3; ++seed) {
       Problem p = dense_problem(seed, fp8, true);
@@ -212,7 +212,7 @@ TEST(ToleranceV2, CorrectF32WithSinksAndDescalesPasses) {
   }
 }
 
-TEST(ToleranceV2, BrokenSinksAndDescalesFail) {
+TEST(ToleranceServing, BrokenSinksAndDescalesFail) {
   for (const bool fp8 : {false, true}) {
     const Problem p = dense_problem(2, fp8, true);
     const OracleResult o = oracle(p);
@@ -232,7 +232,7 @@ TEST(ToleranceV2, BrokenSinksAndDescalesFail) {
   }
 }
 
-TEST(ToleranceV2, AnE4M3PCastEntersLikeAnyFormat) {
+TEST(ToleranceServing, AnE4M3PCastEntersLikeAnyFormat) {
   // P rounded to E4M3 before P.V: within the tolerance of traits that
   // declare it (u_p = 2^-4, eta_p of E4M3), far outside f32's.
   const Problem p = dense_problem(4, true, false);
@@ -312,7 +312,7 @@ F32 packed_f32(const Problem& p, Bug bug) {
   return r;
 }
 
-TEST(ToleranceV2, PackedProblemsAreJudgedInTheirLayout) {
+TEST(ToleranceServing, PackedProblemsAreJudgedInTheirLayout) {
   const Problem p = packed_problem();
   const OracleResult o = oracle(p);
   const Tolerances t = tolerances(p, o, f32_traits());
@@ -360,7 +360,7 @@ TEST(ToleranceV2, PackedProblemsAreJudgedInTheirLayout) {
   EXPECT_FALSE(bad.ok());
 }
 
-TEST(ToleranceV2, PagedProblemsAreJudgedLikeTheirPackedTwins) {
+TEST(ToleranceServing, PagedProblemsAreJudgedLikeTheirPackedTwins) {
   // Dense queries (batch 2, tq 2); sequence keys 3 and 1, packed or in
   // pages of 2 (sequence 0 in pages 2 then 0, sequence 1 in page 3).
   Problem packed = Problem::zeros(DType::f32, 2, 2, 1, 2, 3, 2, 2);
@@ -432,7 +432,7 @@ Problem halved(Problem p, char which) {
   return p;
 }
 
-TEST(ToleranceV2, ADescaleAddsOnlyItsOwnTermsToTheLogicalProblemsBound) {
+TEST(ToleranceServing, ADescaleAddsOnlyItsOwnTermsToTheLogicalProblemsBound) {
   // Every term is of the logical values: a problem stored with descale 2
   // has the tolerance of the same logical problem stored without descales,
   // plus what tolerance.cpp documents for the descales (powers of two, so
@@ -492,7 +492,7 @@ TEST(ToleranceV2, ADescaleAddsOnlyItsOwnTermsToTheLogicalProblemsBound) {
   }
 }
 
-TEST(ToleranceV2, GradientBoundsOfADescaledProblemCoverTheLogicalOnes) {
+TEST(ToleranceServing, GradientBoundsOfADescaledProblemCoverTheLogicalOnes) {
   // The gradients' bounds were of the logical values already; a descale
   // only adds roundings: at least the undescaled bound, and at most twice
   // it (one more rounding in dA's sum of dv >= 3 products, two to four in
@@ -540,7 +540,7 @@ Problem subnormal_output_problem(bool descaled) {
   return p;
 }
 
-TEST(ToleranceV2, ASubnormalOutputStoredWithAVDescaleIsJudgedLikeItsLogicalProblem) {
+TEST(ToleranceServing, ASubnormalOutputStoredWithAVDescaleIsJudgedLikeItsLogicalProblem) {
   for (const bool descaled : {false, true}) {
     const Problem p = subnormal_output_problem(descaled);
     const OracleResult o = oracle(p);
@@ -556,7 +556,7 @@ TEST(ToleranceV2, ASubnormalOutputStoredWithAVDescaleIsJudgedLikeItsLogicalProbl
   }
 }
 
-TEST(ToleranceV2, AnE4M3PCastCostsUpAndEtaPOfE4M3) {
+TEST(ToleranceServing, AnE4M3PCastCostsUpAndEtaPOfE4M3) {
   // Equal scores, so D_j is 0 and the difference between p_cast E4M3 and
   // no cast is exactly SPEC 4's: u_p (A + |c|) + (eta_p - eta_a) sum |v_j|,
   // eta_p half E4M3's smallest subnormal (2^-9 / 2), or twice its smallest
@@ -588,7 +588,7 @@ TEST(ToleranceV2, AnE4M3PCastCostsUpAndEtaPOfE4M3) {
   }
 }
 
-TEST(ToleranceV2, ScoresStoredInE4M3BelowItsNormalRangeErrByItsEta) {
+TEST(ToleranceServing, ScoresStoredInE4M3BelowItsNormalRangeErrByItsEta) {
   // Two keys, logits 0.9 * 2^-10 and 0: stored in E4M3 (s_cast), the first
   // is below half its smallest subnormal 2^-9 and becomes 0, an absolute
   // error of 0.9 * 2^-10 that u_s (2 |t| + |s|) = 2.7 * 2^-14 does not

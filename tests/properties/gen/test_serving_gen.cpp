@@ -31,9 +31,9 @@ void sample(const gen::GenSpec& spec, Check check) {
   }
 }
 
-// Every v1 and v2 feature, f32 output with fp8 and bf16 inputs among the
+// Every feature, serving parts too, f32 output with fp8 and bf16 inputs among the
 // combinations.
-gen::GenSpec v2_spec() {
+gen::GenSpec serving_spec() {
   ImplInfo info = find_impl("loop_f64")->info();
   info.features |= gen::kV2Features;
   info.combos = {{DType::f32, DType::f32, DType::f32},
@@ -51,12 +51,12 @@ bool row_without_keys(const Problem& p) {
   return false;
 }
 
-TEST(GeneratorV2, EveryPartOccursAndEveryProblemIsValid) {
+TEST(ServingGenerator, EveryPartOccursAndEveryProblemIsValid) {
   gen::Coverage coverage;
   int sink_only_rows = 0;
   {
     gen::CoverageScope scope(coverage);
-    sample(v2_spec(), [&](const Problem& p) {
+    sample(serving_spec(), [&](const Problem& p) {
       ASSERT_NO_THROW(p.validate());
       ASSERT_EQ(p.dtype, DType::f32);
       if (row_without_keys(p)) {
@@ -70,8 +70,9 @@ TEST(GeneratorV2, EveryPartOccursAndEveryProblemIsValid) {
       }
     });
   }
-  for (const char* part : {"v2 sink", "v2 descale", "v2 packed", "v2 packed queries", "v2 paged",
-                           "v2 mixed formats", "sink dominating", "sink far below"}) {
+  for (const char* part :
+       {"serving sink", "serving descale", "serving packed", "serving packed queries",
+        "serving paged", "serving mixed formats", "sink dominating", "sink far below"}) {
     const auto n = coverage.counts[part];
     std::cout << part << ": " << 100.0 * n / coverage.problems << "% of problems\n";
     EXPECT_GE(n, coverage.problems / 20) << part;
@@ -82,10 +83,10 @@ TEST(GeneratorV2, EveryPartOccursAndEveryProblemIsValid) {
   EXPECT_GE(sink_only_rows, kSamples / 100);
 }
 
-TEST(GeneratorV2, PackedAndPagedLayoutsHaveWhatRealBatchesHave) {
+TEST(ServingGenerator, PackedAndPagedLayoutsHaveWhatRealBatchesHave) {
   std::set<int64_t> page_sizes;
   int empty_q = 0, one_q = 0, shared = 0, unused = 0, partial = 0, keyless = 0;
-  gen::GenSpec spec = v2_spec();
+  gen::GenSpec spec = serving_spec();
   sample(spec, [&](const Problem& p) {
     for (int64_t b = 0; b < p.batch; ++b) {
       if (p.packed_q() && p.seq_tq(b) == 0) ++empty_q;
@@ -118,10 +119,10 @@ TEST(GeneratorV2, PackedAndPagedLayoutsHaveWhatRealBatchesHave) {
   EXPECT_GT(partial, 20);
 }
 
-TEST(GeneratorV2, PagedKeysAreTheDenseKeysTheirTableNames) {
+TEST(ServingGenerator, PagedKeysAreTheDenseKeysTheirTableNames) {
   // The paged addressing and sequence_problem agree: sequence b's key j is
   // slot j % page_size of page block_table[b][j / page_size].
-  gen::GenSpec spec = v2_spec();
+  gen::GenSpec spec = serving_spec();
   spec.v2_required = ATTNCHECK_FEATURE_PAGED_KV;
   sample(spec, [](const Problem& p) {
     ASSERT_TRUE(p.paged.has_value());
@@ -139,8 +140,8 @@ TEST(GeneratorV2, PagedKeysAreTheDenseKeysTheirTableNames) {
   });
 }
 
-TEST(GeneratorV2, VersionOneSpecsDrawVersionOneProblems) {
-  gen::GenSpec spec = v2_spec();
+TEST(ServingGenerator, SpecsWithoutServingPartsDrawNone) {
+  gen::GenSpec spec = serving_spec();
   spec.v2 = 0;
   sample(spec, [](const Problem& p) {
     ASSERT_FALSE(p.needs_v2());
@@ -156,9 +157,9 @@ namespace {
 // Serving batches and the formats' ends. Sequences past 4,
 // block tables wider than the batch needs, and fp8 values in their top
 // binade (E4M3 256-448, decoders' NaN confusion; E5M2's 57344) occur.
-TEST(GeneratorV2, ServingBatchesAndFormatEndsOccur) {
+TEST(ServingGenerator, ServingBatchesAndFormatEndsOccur) {
   int past_four = 0, padded_tables = 0, e4m3_top = 0;
-  sample(v2_spec(), [&](const Problem& p) {
+  sample(serving_spec(), [&](const Problem& p) {
     if (p.varlen() && p.batch > 4) ++past_four;
     if (p.paged) {
       const PagedKv& pg = *p.paged;

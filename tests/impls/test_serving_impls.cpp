@@ -3,8 +3,9 @@
 // packed sequences, paged K/V and descaled fp8 inputs as SPEC 1.1 states
 // (a packed batch equals its sequences, a paged cache its contiguous keys,
 // bitwise; the sink's gradient matches finite differences), agree with each
-// other, and each version 2 broken twin (v2_twins.h) differs from them on a
-// problem made for its bug while the correct kernels agree on it.
+// other, and each broken twin of a serving part (serving_part_twins.h)
+// differs from them on a problem made for its bug while the correct kernels
+// agree on it.
 
 #include <gtest/gtest.h>
 
@@ -17,9 +18,9 @@
 #include <vector>
 
 #include "attncheck/registry.h"
-#include "test_support.h"
+#include "serving_part_twins.h"
 #include "size_dependent_twins.h"
-#include "v2_twins.h"
+#include "test_support.h"
 
 namespace attncheck {
 namespace {
@@ -463,9 +464,9 @@ std::vector<TwinCase> twin_cases() {
   return cases;
 }
 
-TEST(V2Twins, EachIsDeclaredLikeTheKernelItBreaks) {
+TEST(ServingPartTwins, EachIsDeclaredLikeTheKernelItBreaks) {
   const ImplInfo& kernel = impl("paged_online_f32")->info();
-  for (std::string_view name : test_support::kV2Twins) {
+  for (std::string_view name : test_support::kServingPartTwins) {
     const ImplInfo& twin = impl(std::string(name))->info();
     EXPECT_EQ(twin.kind, Kind::broken) << name;
     EXPECT_EQ(twin.features, kernel.features) << name;
@@ -477,11 +478,11 @@ TEST(V2Twins, EachIsDeclaredLikeTheKernelItBreaks) {
                 twin.caught_by == "PagedEqualsContiguous" || twin.caught_by == "DescaleEquivalence")
         << name << " " << twin.caught_by;
   }
-  // Every broken implementation of a version 2 feature is in the list, or
+  // Every broken implementation of a serving part is in the list, or
   // in the size-dependent one (test_broken_at_size builds its problems).
   for (const auto& i : registered_impls()) {
     if (i->info().kind == Kind::broken && (i->info().features & ATTNCHECK_FEATURE_PAGED_KV)) {
-      EXPECT_TRUE(test_support::is_v2_twin(i->info().name) ||
+      EXPECT_TRUE(test_support::is_serving_part_twin(i->info().name) ||
                   test_support::caught_only_at_real_size(i->info().name) ||
                   test_support::is_serving_twin(i->info().name))
           << i->info().name;
@@ -507,15 +508,15 @@ void expect_wrong_where_the_kernels_agree(const std::string& name, const Problem
   EXPECT_GT(out_difference(twin, reference), 1e-3) << name;
 }
 
-TEST(V2Twins, EachDiffersWhereTheCorrectKernelsAgree) {
+TEST(ServingPartTwins, EachDiffersWhereTheCorrectKernelsAgree) {
   const auto cases = twin_cases();
-  ASSERT_EQ(cases.size(), test_support::kV2Twins.size());
+  ASSERT_EQ(cases.size(), test_support::kServingPartTwins.size());
   for (const TwinCase& c : cases) expect_wrong_where_the_kernels_agree(c.name, c.problem);
 }
 
-TEST(V2Twins, EachIsRightWithoutItsTrigger) {
+TEST(ServingPartTwins, EachIsRightWithoutItsTrigger) {
   // A dense problem without sink, descale or fp8: every twin computes what
-  // paged_online_f32 does, bitwise (their bugs need version 2 parts),
+  // paged_online_f32 does, bitwise (their bugs need serving parts),
   // except the P cast, whose bug is in every problem.
   Problem p = Problem::zeros(DType::bf16, 1, 4, 2, 2, 3, 3, 2);
   Values values(91);
@@ -523,7 +524,7 @@ TEST(V2Twins, EachIsRightWithoutItsTrigger) {
     for (double& x : t->data) x = values.next();
   const ForwardResult correct = run("paged_online_f32", p);
   ASSERT_EQ(correct.status, Status::ok) << correct.error;
-  for (std::string_view name : test_support::kV2Twins) {
+  for (std::string_view name : test_support::kServingPartTwins) {
     if (name == "broken_fp8_p_unscaled" || name == "broken_e4m3_as_e5m2") continue;
     const ForwardResult twin = run(std::string(name), p);
     ASSERT_EQ(twin.status, Status::ok) << name;
@@ -647,7 +648,7 @@ TEST(Fp8P, ScalingPKeepsTheWeightsTheUnscaledCastLoses) {
 
 TEST(Fp8P, TheScaledKernelAgreesWithPagedOnlineF32OnItsFormats) {
   // The same kernel shape as paged_online_f32 but for the cast: every
-  // version 2 feature at once (packed, paged, sinks, descales, GQA), the
+  // serving part at once (packed, paged, sinks, descales, GQA), the
   // outputs within E4M3's u_p = 2^-4 of values of about 1.
   const DTypeCombo e4m3{DType::f32, DType::e4m3, DType::f32};
   Problem p = paged_from(packed_problem({2, 3}, {5, 20}, e4m3, 95), 4, 0.5);

@@ -1,4 +1,4 @@
-// The certified oracle on version 2 problems (SPEC 1.1): sinks, descales,
+// The certified oracle on serving-kernel problems (SPEC 1.1): sinks, descales,
 // packed and paged sequences, and dsink, against hand-derived values and an
 // independent 50-digit computation (Boost.Multiprecision, not MPFR).
 
@@ -154,7 +154,7 @@ void expect_matches(const OracleResult& o, const Ref& r) {
   EXPECT_EQ(o.dv, r.dv);
 }
 
-TEST(OracleV2, OneKeyAndASinkByHand) {
+TEST(OracleServing, OneKeyAndASinkByHand) {
   // One key with score s = 0.5 and a sink z = -0.25: a = e^s / (e^s + e^z),
   // lse = log(e^s + e^z), o = 3 a.
   Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 1, 1, 1);
@@ -182,7 +182,7 @@ TEST(OracleV2, OneKeyAndASinkByHand) {
   EXPECT_EQ(half.lse[0], static_cast<double>(HP(0.5) + log(HP(2))));
 }
 
-TEST(OracleV2, SinkOnlyRowsAreNotEmpty) {
+TEST(OracleServing, SinkOnlyRowsAreNotEmpty) {
   Problem p = random_problem(7, true);
   p.sink = {0.375, -2.5};
   p.key_valid.assign(static_cast<size_t>(p.batch * p.tk), 1);
@@ -211,7 +211,7 @@ TEST(OracleV2, SinkOnlyRowsAreNotEmpty) {
   EXPECT_TRUE(e.dsink.empty());
 }
 
-TEST(OracleV2, ASinkIsAKeyOfValueZeroWithTheSinkAsBias) {
+TEST(OracleServing, ASinkIsAKeyOfValueZeroWithTheSinkAsBias) {
   Problem p = random_problem(11, true);
   p.sink = {0.625, -0.75};
   // The same problem in version 1: one more key with k = v = 0 (so its
@@ -255,7 +255,7 @@ TEST(OracleV2, ASinkIsAKeyOfValueZeroWithTheSinkAsBias) {
     }
 }
 
-TEST(OracleV2, SinksDescalesAndGradientsMatchAnIndependentComputation) {
+TEST(OracleServing, SinksDescalesAndGradientsMatchAnIndependentComputation) {
   Problem p = random_problem(5, true);
   p.sink = {0.75, -1.5};
   p.descale = Descales{0.1, 3, 0.7};  // products with stored values are not doubles
@@ -277,7 +277,7 @@ TEST(OracleV2, SinksDescalesAndGradientsMatchAnIndependentComputation) {
   EXPECT_NE(pre.out, r.out);
 }
 
-TEST(OracleV2, PowerOfTwoDescalesEqualScaledInputs) {
+TEST(OracleServing, PowerOfTwoDescalesEqualScaledInputs) {
   Problem p = random_problem(9, true);
   p.sink = {0.5, 1.25};
   p.descale = Descales{2, 0.25, 8};
@@ -299,7 +299,7 @@ TEST(OracleV2, PowerOfTwoDescalesEqualScaledInputs) {
   EXPECT_EQ(r.abs_dot, s.abs_dot);
 }
 
-TEST(OracleV2, FastAndExactPathsAgreeWithTheReferenceOnRandomProblems) {
+TEST(OracleServing, FastAndExactPathsAgreeWithTheReferenceOnRandomProblems) {
   // Normal f32 values: the double-double fast path decides most forward
   // values of these, the MPFR path the gradients and the rest.
   for (uint32_t seed = 1; seed <= 3; ++seed) {
@@ -347,7 +347,7 @@ Problem packed_problem(bool grads) {
   return p;
 }
 
-TEST(OracleV2, PackedProblemsAreTheirSequencesInThePackedLayout) {
+TEST(OracleServing, PackedProblemsAreTheirSequencesInThePackedLayout) {
   const Problem p = packed_problem(true);
   const OracleResult r = oracle(p);
   expect_certified(r);
@@ -392,7 +392,7 @@ TEST(OracleV2, PackedProblemsAreTheirSequencesInThePackedLayout) {
   for (size_t h = 0; h < 2; ++h) EXPECT_EQ(r.dsink[h], static_cast<double>(dsink[h]));
 }
 
-TEST(OracleV2, PagedKeysEqualPackedKeys) {
+TEST(OracleServing, PagedKeysEqualPackedKeys) {
   // Dense queries (batch 2, tq 2); sequence keys 3 and 1, in pages of 2.
   Problem packed = Problem::zeros(DType::f64, 2, 2, 1, 2, 3, 2, 2);
   packed.packed = PackedSeqs{{}, {0, 3, 4}};
