@@ -25,10 +25,10 @@ inline constexpr Features kLoopFeatures =
     ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT |
     ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
 
-/// The version 2 features (SPEC 1.1) the widened loop kernels compute:
+/// The serving-kernel features (SPEC 1.1) the widened loop kernels compute:
 /// sinks, packed sequences, paged K/V and descaled (fp8) inputs.
-inline constexpr Features kV2Features = ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
-                                        ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
+inline constexpr Features kServingFeatures = ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATURE_PACKED |
+                                             ATTNCHECK_FEATURE_PAGED_KV | ATTNCHECK_FEATURE_DESCALE;
 
 /// What the Eigen batched kernels compute: key padding and causal masks,
 /// grouped-query attention, weights, any scale; nothing that needs

@@ -15,7 +15,7 @@ namespace {
 
 ImplInfo info() {
   ImplInfo i = reference_info("loop_f32", DType::f32,
-                              kLoopFeatures | kV2Features | ATTNCHECK_FEATURE_BACKWARD,
+                              kLoopFeatures | kServingFeatures | ATTNCHECK_FEATURE_BACKWARD,
                               EmptyRowPolicy::error,
                               "per-query loops in float (scale rounded to float), every feature "
                               "(sinks, packed, paged, descaled fp8 inputs) and backward; empty "

@@ -14,7 +14,7 @@ namespace {
 
 ImplInfo info() {
   ImplInfo i = reference_info("loop_f64", DType::f64,
-                              kLoopFeatures | kV2Features | ATTNCHECK_FEATURE_BACKWARD,
+                              kLoopFeatures | kServingFeatures | ATTNCHECK_FEATURE_BACKWARD,
                               EmptyRowPolicy::error,
                               "per-query loops in double, every feature (sinks, packed, paged, "
                               "descaled fp8 inputs) and backward; empty rows are an error");

@@ -348,7 +348,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           const double sum_abs_v = sum_abs_v_row[static_cast<size_t>(d)];
           // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded)
           // and 2 eta_a (see the top).
-          const double v2 =
+          const double serving_terms =
               aD_sink * std::fabs(c) + descale_out * u_a * std::fabs(c) + descale_out_eta;
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
           // the sum l and the division by it (or the weights' own rounding)
@@ -362,7 +362,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // v and scaled by vd afterwards (eta_products, see the top).
           tol.out[out_index(p, b, h, i, d)] =
               kSecondOrderFactor *
-              (spread + v2 + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
+              (spread + serving_terms + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
                (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_products +
                eta_o);
         }

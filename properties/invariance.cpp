@@ -86,8 +86,8 @@ Case draw_translation(CaseContext& ctx) {
   // version 1 problems keep the other half (and are what shrinking tends
   // to). On small problems only: at real sizes a packed or paged problem's
   // reference would be the certified oracle.
-  const bool v2 = !ctx.spec().size && *rc::gen::arbitrary<bool>();
-  gen::GenSpec spec = v2 ? gen::with_v2(ctx.spec()) : ctx.spec();
+  const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();
+  gen::GenSpec spec = serving ? gen::with_v2(ctx.spec()) : ctx.spec();
   spec.v2 &= ~ATTNCHECK_FEATURE_SINK;
   spec.features &= ~ATTNCHECK_FEATURE_SOFTCAP;  // tanh is not shift invariant
   const Problem p = *gen::problem(spec);

@@ -146,8 +146,8 @@ Case draw_linearity(CaseContext& ctx) {
   // the cases on small problems, version 1 problems in the other half
   // (KeyTranslationInvariance says why); at real sizes dense, as a packed
   // or paged problem's reference there would be the certified oracle.
-  const bool v2 = !ctx.spec().size && *rc::gen::arbitrary<bool>();
-  const Problem p = *gen::problem(v2 ? gen::with_v2(ctx.spec()) : ctx.spec());
+  const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();
+  const Problem p = *gen::problem(serving ? gen::with_v2(ctx.spec()) : ctx.spec());
   const double a = kCoefficients[*rc::gen::inRange(0, 6)];
   const double b = kCoefficients[*rc::gen::inRange(0, 6)];
   return {p, {{"a", a}, {"b", b}, {"v2", "the keys of V in reverse order"}}};

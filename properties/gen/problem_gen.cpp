@@ -477,10 +477,10 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
 
 // ---- Serving parts (SPEC 1.1) ----
 
-// What a version 2 draw adds to the dense problem, drawn first as one
+// What a serving draw adds to the dense problem, drawn first as one
 // ingredient so that shrinking it (towards no sink, dense layout, no
 // descale, the first combination) keeps the later draws in place.
-struct V2Plan {
+struct ServingPlan {
   bool sink = false, descale = false, packed_q = false, packed_k = false, paged = false;
   size_t combo = 0;  // index into spec.combos
 };
@@ -495,12 +495,12 @@ bool must_have(const GenSpec& spec, Features bit) {
 // The layouts a problem may take, simplest first: dense, packed (queries
 // and keys, or queries only), paged (dense or packed queries). Keys are
 // paged or packed, not both.
-std::vector<V2Plan> layout_choices(const GenSpec& spec) {
+std::vector<ServingPlan> layout_choices(const GenSpec& spec) {
   const auto may = [&](Features bit) { return may_have(spec, bit); };
   const auto must = [&](Features bit) { return must_have(spec, bit); };
-  std::vector<V2Plan> layouts;
+  std::vector<ServingPlan> layouts;
   const auto layout = [&](bool packed_q, bool packed_k, bool paged) {
-    V2Plan l;
+    ServingPlan l;
     l.packed_q = packed_q;
     l.packed_k = packed_k;
     l.paged = paged;
@@ -520,16 +520,16 @@ std::vector<V2Plan> layout_choices(const GenSpec& spec) {
 }
 
 // `plan` with the layout of `l`.
-V2Plan with_layout_of(V2Plan plan, const V2Plan& l) {
+ServingPlan with_layout_of(ServingPlan plan, const ServingPlan& l) {
   plan.packed_q = l.packed_q;
   plan.packed_k = l.packed_k;
   plan.paged = l.paged;
   return plan;
 }
 
-V2Plan draw_plan(const GenSpec& spec, bool any_combo) {
+ServingPlan draw_plan(const GenSpec& spec, bool any_combo) {
   return part([spec, any_combo] {
-    V2Plan plan;
+    ServingPlan plan;
     if (any_combo) {
       plan.combo = static_cast<size_t>(pick(static_cast<int64_t>(spec.combos.size())));
     }
@@ -537,7 +537,7 @@ V2Plan draw_plan(const GenSpec& spec, bool any_combo) {
                 (may_have(spec, ATTNCHECK_FEATURE_SINK) && coin());
     plan.descale = must_have(spec, ATTNCHECK_FEATURE_DESCALE) ||
                    (may_have(spec, ATTNCHECK_FEATURE_DESCALE) && coin());
-    const std::vector<V2Plan> layouts = layout_choices(spec);
+    const std::vector<ServingPlan> layouts = layout_choices(spec);
     return with_layout_of(plan, layouts[static_cast<size_t>(pick(static_cast<int64_t>(layouts.size())))]);
   });
 }
@@ -636,7 +636,7 @@ int64_t real_size_length(int64_t lo, int64_t n) {
 
 // `at_size`: the real-size phase (SPEC 3): lengths from real_size_length,
 // pages of 16, 256 (the sizes serving caches use) and 17 (odd).
-Problem make_varlen(const Problem& d, const V2Plan& plan, bool sink, bool at_size = false) {
+Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool at_size = false) {
   struct Lengths {
     std::vector<int64_t> q, k;
     int64_t page_size = 1;
@@ -798,7 +798,7 @@ GenSpec without_varlen_exclusions(GenSpec spec) {
   return spec;
 }
 
-bool varlen(const V2Plan& plan) { return plan.packed_q || plan.packed_k || plan.paged; }
+bool varlen(const ServingPlan& plan) { return plan.packed_q || plan.packed_k || plan.paged; }
 
 // The version 2 parts of a real-size draw (SPEC 3: every declared format
 // combination, sinks, descales, packed and paged layouts), read from the
@@ -807,15 +807,15 @@ bool varlen(const V2Plan& plan) { return plan.packed_q || plan.packed_k || plan.
 // variants), descales (variants 1 and 2 mod 4) and layouts (every third
 // variant moves to the next) in turn, and the size search, which keeps the
 // variant, keeps them while it shrinks the shape.
-V2Plan size_plan(const GenSpec& spec, bool any_combo) {
+ServingPlan size_plan(const GenSpec& spec, bool any_combo) {
   const auto k = static_cast<size_t>(spec.size->variant);
-  V2Plan plan;
+  ServingPlan plan;
   if (any_combo) plan.combo = k % spec.combos.size();
   plan.sink = must_have(spec, ATTNCHECK_FEATURE_SINK) ||
               (may_have(spec, ATTNCHECK_FEATURE_SINK) && k % 2 == 1);
   plan.descale = must_have(spec, ATTNCHECK_FEATURE_DESCALE) ||
                  (may_have(spec, ATTNCHECK_FEATURE_DESCALE) && (k % 4 == 1 || k % 4 == 2));
-  const std::vector<V2Plan> layouts = layout_choices(spec);
+  const std::vector<ServingPlan> layouts = layout_choices(spec);
   return with_layout_of(plan, layouts[(k / 3) % layouts.size()]);
 }
 
@@ -848,7 +848,7 @@ Problem draw_problem(const GenSpec& spec) {
                           std::find(spec.combos.begin(), spec.combos.end(), uniform) != spec.combos.end();
   const bool any_combo = !spec.combos.empty() && (spec.v2 != 0 || !uniform_ok);
   if (!spec.size && spec.v2 == 0 && uniform_ok) return draw_dense(spec, uniform, spec.max_bh);
-  const V2Plan plan = spec.size ? size_plan(spec, any_combo) : draw_plan(spec, any_combo);
+  const ServingPlan plan = spec.size ? size_plan(spec, any_combo) : draw_plan(spec, any_combo);
   const DTypeCombo formats = any_combo ? spec.combos[plan.combo] : uniform;
   GenSpec dense = varlen(plan) ? without_varlen_exclusions(spec) : spec;
   if (spec.size && varlen(plan)) dense.size = as_sequences(*spec.size);
@@ -867,11 +867,11 @@ Problem draw_problem(const GenSpec& spec) {
     if (empty_batch && !d.key_valid.empty()) std::fill_n(d.key_valid.begin(), d.tk, uint8_t{0});
   }
   if (coverage) {
-    if (plan.sink) count("v2 sink");
-    if (plan.descale) count("v2 descale");
-    if (plan.packed_q) count(plan.packed_k ? "v2 packed" : "v2 packed queries");
-    if (plan.paged) count("v2 paged");
-    if (formats.q != spec.dtype || formats.kv != spec.dtype) count("v2 mixed formats");
+    if (plan.sink) count("serving sink");
+    if (plan.descale) count("serving descale");
+    if (plan.packed_q) count(plan.packed_k ? "serving packed" : "serving packed queries");
+    if (plan.paged) count("serving paged");
+    if (formats.q != spec.dtype || formats.kv != spec.dtype) count("serving mixed formats");
   }
   if (!varlen(plan)) return d;
   // The real-size phase judges one case, which RapidCheck draws at size
