@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "machine.h"
 #include "measure.h"
 #include "plan.h"

@@ -22,10 +22,10 @@
 
 #include "attncheck/error.h"
 #include "attncheck/layer.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/problem.h"
 #include "attncheck/registry.h"
-#include "attncheck/threads.h"
+#include "host/threads.h"
 #include "gru.h"
 
 namespace attncheck::bench {
@@ -56,7 +56,7 @@ Problem make_problem(const PointSpec& s) {
 }
 
 // The processes this one started that still run: a Python subject's worker
-// (attncheck/isolation.h), where each of its calls runs. A C++ subject has
+// (host/isolation.h), where each of its calls runs. A C++ subject has
 // none, so for it the figures below are this process's alone.
 std::vector<pid_t> child_processes() {
   std::vector<pid_t> out;

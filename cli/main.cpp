@@ -1,7 +1,7 @@
 // attncheck's entry point; the commands are in commands.cpp. The same
-// program serves as the isolation's worker (attncheck/isolation.h).
+// program serves as the isolation's worker (host/isolation.h).
 
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {

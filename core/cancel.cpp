@@ -1,4 +1,4 @@
-#include "attncheck/cancel.h"
+#include "core/cancel.h"
 
 #include <atomic>
 

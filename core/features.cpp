@@ -1,4 +1,4 @@
-#include "attncheck/features.h"
+#include "core/features.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "attncheck/text.h"
+#include "core/text.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "attncheck/transforms.h"
+#include "core/transforms.h"
 
 #include <unordered_set>
 #include <vector>

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "attncheck/features.h"
-#include "attncheck/text.h"
+#include "core/features.h"
+#include "core/text.h"
 
 namespace attncheck {
 

@@ -2,7 +2,7 @@
 // describe's text: every field an implementation declares, a line each,
 // foreign text made printable (what a plugin author reads to see how the
 // descriptor was understood). `attncheck describe` and `list --verbose`
-// print it; its JSON form is implementation_json (attncheck/report.h).
+// print it; its JSON form is implementation_json (formats/report.h).
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "attncheck/output_file.h"
+#include "formats/output_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "attncheck/text.h"
+#include "core/text.h"
 
 namespace attncheck {
 namespace {

@@ -1,4 +1,4 @@
-#include "attncheck/report.h"
+#include "formats/report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "attncheck/features.h"
+#include "core/features.h"
 #include "attncheck/fixture.h"
 
 namespace attncheck {

@@ -12,7 +12,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "attncheck/text.h"
+#include "core/text.h"
 
 namespace attncheck::host_detail {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "host/guarded_array.h"
 
 namespace attncheck::host_detail {

@@ -1,5 +1,5 @@
 // The checks of SPEC 5.1 on one plugin descriptor, of either ABI version
-// (validate_plugin_descriptor of attncheck/plugin_loader.h): every field a
+// (validate_plugin_descriptor of host/plugin_loader.h): every field a
 // call or the harness reads is known and sane before the descriptor
 // becomes an implementation.
 
@@ -13,9 +13,9 @@
 #include <utility>
 
 #include "attncheck/error.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/registry.h"
-#include "attncheck/text.h"
+#include "core/text.h"
 #include "host/abi_marshal.h"
 
 namespace attncheck {

@@ -1,6 +1,6 @@
 #pragma once
 // What the loader needs of descriptor validation beyond
-// validate_plugin_descriptor (attncheck/plugin_loader.h): the message for
+// validate_plugin_descriptor (host/plugin_loader.h): the message for
 // an abi_version this harness does not speak, and the bound on a version 2
 // descriptor's struct_size.
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 
 namespace attncheck::host_detail {
 namespace {

@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "attncheck/error.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 
 namespace attncheck {
 

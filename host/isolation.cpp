@@ -1,4 +1,4 @@
-// Implementations behind a worker process (attncheck/isolation.h): each
+// Implementations behind a worker process (host/isolation.h): each
 // call of an IsolatedImpl goes to its worker over the channel of
 // host/wire.h, and a worker that dies, hangs or forks becomes
 // ImplementationDied within a death budget per property. One worker per
@@ -10,7 +10,7 @@
 // load_plugin), wraps each declaration as an IsolatedImpl and checks the
 // names as load_plugins does (host/plugin_names.h).
 
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 
 #include <fmt/format.h>
 
@@ -23,11 +23,11 @@
 #include <variant>
 #include <vector>
 
-#include "attncheck/cancel.h"
+#include "core/cancel.h"
 #include "attncheck/layer.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/registry.h"
-#include "attncheck/text.h"
+#include "core/text.h"
 #include "host/plugin_names.h"
 #include "host/supervisor.h"
 #include "host/wire.h"

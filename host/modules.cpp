@@ -1,4 +1,4 @@
-#include "attncheck/modules.h"
+#include "host/modules.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

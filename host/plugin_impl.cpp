@@ -1,5 +1,5 @@
 // A plugin's descriptor as an Implementation (make_plugin_impl of
-// attncheck/plugin_loader.h): each call marshals the problem into the C ABI
+// host/plugin_loader.h): each call marshals the problem into the C ABI
 // of the descriptor's version, hands the plugin guarded buffers, checks
 // what it wrote and maps its return code.
 
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "attncheck/error.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "host/abi_marshal.h"
 #include "host/guarded_array.h"
 

@@ -1,9 +1,9 @@
-// Loading plugins in this process (attncheck/plugin_loader.h): the shared
+// Loading plugins in this process (host/plugin_loader.h): the shared
 // object opened with dlopen, its descriptor array read at the stride of its
 // ABI version, each descriptor validated and wrapped, and the names of all
 // the plugins' implementations kept unique.
 
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 
 #include <dlfcn.h>
 #include <fmt/format.h>

@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "attncheck/cancel.h"
+#include "core/cancel.h"
 #include "attncheck/error.h"
 #include "host/wire.h"
 #include "host/worker.h"
@@ -60,7 +60,7 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   } else {
     if (!program_calls_worker_main()) {
       throw std::logic_error("isolate: this program's main() does not call "
-                             "attncheck::worker_main (attncheck/isolation.h)");
+                             "attncheck::worker_main (host/isolation.h)");
     }
     char self[4096];
     const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);

@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 
 namespace attncheck::host_detail {
 

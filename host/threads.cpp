@@ -1,4 +1,4 @@
-#include "attncheck/threads.h"
+#include "host/threads.h"
 
 #include <atomic>
 

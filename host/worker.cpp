@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "attncheck/error.h"
-#include "attncheck/isolation.h"
-#include "attncheck/modules.h"
-#include "attncheck/plugin_loader.h"
+#include "host/isolation.h"
+#include "host/modules.h"
+#include "host/plugin_loader.h"
 #include "attncheck/registry.h"
 #include "host/wire.h"
 

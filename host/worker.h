@@ -3,7 +3,7 @@
 // foreign language's worker command) that builds one implementation, or
 // loads one file to describe what it declares, and answers the harness's
 // requests until it closes the channel. Its entry point is worker_main of
-// attncheck/isolation.h.
+// host/isolation.h.
 
 namespace attncheck::host_detail {
 

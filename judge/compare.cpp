@@ -1,4 +1,4 @@
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,7 +20,7 @@
 // only when a second failing problem confirms it (the FailureRecord
 // overload of diagnose_failure).
 
-#include "attncheck/diagnosis.h"
+#include "judge/diagnosis.h"
 
 #include <algorithm>
 #include <array>
@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
-#include "attncheck/compare.h"
-#include "attncheck/tolerance.h"
-#include "attncheck/transforms.h"
+#include "judge/compare.h"
+#include "judge/tolerance.h"
+#include "core/transforms.h"
 
 namespace attncheck {
 namespace {

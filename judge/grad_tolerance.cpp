@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 // First-order error analysis of the attention backward pass, per element,
 // in the manner of tolerance.cpp (SPEC 4 and section 1's Backward).

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "attncheck/diagnosis.h"
-#include "attncheck/tolerance.h"
-#include "attncheck/transforms.h"
+#include "judge/diagnosis.h"
+#include "judge/tolerance.h"
+#include "core/transforms.h"
 #include "core/bugs.h"
 
 namespace attncheck {

@@ -1,4 +1,4 @@
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,15 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/fixture.h"
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
-#include "attncheck/tolerance.h"
-#include "attncheck/transforms.h"
+#include "judge/tolerance.h"
+#include "core/transforms.h"
 #include "properties/args.h"
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 
 namespace attncheck {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/diagnosis.h"
+#include "judge/diagnosis.h"
 #include "attncheck/fixture.h"
 #include "attncheck/version.h"
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "attncheck/output_file.h"
-#include "attncheck/report.h"
+#include "formats/output_file.h"
+#include "formats/report.h"
 #include "attncheck/reporters.h"
 
 namespace attncheck {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/output_file.h"
+#include "formats/output_file.h"
 #include "attncheck/reporters.h"
 #include "attncheck/version.h"
 

@@ -6,7 +6,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 #include "attncheck/run.h"
 #include "properties/case_context.h"
 #include "run/failure_report.h"

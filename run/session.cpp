@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/cancel.h"
+#include "core/cancel.h"
 #include "attncheck/error.h"
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 #include "attncheck/registry.h"
 #include "attncheck/reporter.h"
 #include "attncheck/run.h"

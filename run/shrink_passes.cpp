@@ -4,7 +4,7 @@
 
 #include <rapidcheck.h>
 
-#include "attncheck/transforms.h"
+#include "core/transforms.h"
 
 namespace attncheck {
 namespace {

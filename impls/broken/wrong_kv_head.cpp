@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "attncheck/registry.h"
-#include "attncheck/transforms.h"
+#include "core/transforms.h"
 #include "naive.h"
 
 namespace attncheck::impls::broken {

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "attncheck/threads.h"
+#include "host/threads.h"
 #include <utility>
 
 namespace attncheck::impls::torch_adapters {

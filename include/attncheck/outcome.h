@@ -41,7 +41,7 @@ struct PropertyOutcome {
   std::string message;  ///< one line, or the whole failure report
   std::optional<std::string> fixture;
   std::optional<CounterexampleShape> counterexample;
-  /// Names of the known bug classes (attncheck/diagnosis.h) that explain the
+  /// Names of the known bug classes (judge/diagnosis.h) that explain the
   /// shrunk counterexample's output; empty when none does or nothing failed.
   std::vector<std::string> diagnosis;
 };

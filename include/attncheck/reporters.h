@@ -34,7 +34,7 @@ class TextReporter : public Reporter {
   std::ostream& out_;
 };
 
-/// The --report JSON (report_json of attncheck/report.h), written to
+/// The --report JSON (report_json of formats/report.h), written to
 /// `path` through write_output_file when the session finishes (the path
 /// is checked with check_output_path when the reporter is made).
 class JsonReporter : public Reporter {

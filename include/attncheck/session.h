@@ -69,7 +69,7 @@ struct SessionConfig {
   Shard shard;
   /// Failures turned xfail, passes turned xpass.
   ExpectedFailures expected_failures;
-  /// Each implementation behind a child process (attncheck/isolation.h);
+  /// Each implementation behind a child process (host/isolation.h);
   /// nullopt = in this process.
   std::optional<IsolationOptions> isolation;
   /// Set (from a signal handler, say) to stop: checked before each item,

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "attncheck/isolation.h"
-#include "attncheck/plugin_loader.h"
+#include "host/isolation.h"
+#include "host/plugin_loader.h"
 #include "problem_convert.h"
 
 namespace attncheck::python {

@@ -1,7 +1,7 @@
 #pragma once
 // The worker side of the bridge: implementations declared in a Python file
 // (attncheck.implementation), served by an interpreter that is a worker
-// (attncheck/isolation.h; python -m attncheck._worker).
+// (host/isolation.h; python -m attncheck._worker).
 
 namespace attncheck::python {
 

@@ -1,4 +1,4 @@
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 #include "properties/seeds.h"
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 #include "properties/seeds.h"
 
 namespace attncheck::gen {

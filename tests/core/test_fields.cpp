@@ -20,10 +20,10 @@
 #include <gtest/gtest.h>
 
 #include "attncheck/fixture.h"
-#include "attncheck/text.h"
+#include "core/text.h"
 #include "formats/declaration_text.h"
-#include "attncheck/generators.h"
-#include "attncheck/report.h"
+#include "properties/gen/generators.h"
+#include "formats/report.h"
 #include "core/fields.h"
 #include "host/abi_marshal.h"
 #include "host/wire.h"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/text.h"
+#include "core/text.h"
 
 namespace attncheck {
 namespace {

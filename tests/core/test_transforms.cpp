@@ -1,6 +1,6 @@
 // Problem transforms: GQA expanded to MHA, and V = I.
 
-#include "attncheck/transforms.h"
+#include "core/transforms.h"
 
 #include <gtest/gtest.h>
 

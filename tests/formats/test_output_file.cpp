@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "attncheck/error.h"
-#include "attncheck/output_file.h"
+#include "formats/output_file.h"
 
 namespace attncheck {
 namespace {

@@ -1,7 +1,7 @@
 // The --report JSON (SPEC 5.2): its writer, merge-reports' reader beside
 // it, and the atomic write both use.
 
-#include "attncheck/report.h"
+#include "formats/report.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
-#include "attncheck/output_file.h"
+#include "formats/output_file.h"
 
 namespace attncheck {
 namespace {

@@ -1,4 +1,4 @@
-# ---- Isolation (include/attncheck/isolation.h): crashes, hangs, scribbles ----
+# ---- Isolation (host/isolation.h): crashes, hangs, scribbles ----
 # Included from tests/CMakeLists.txt after the plugin section, whose
 # attncheck_test_plugin and ATTNCHECK_TEST_PLUGIN_DIR it uses.
 attncheck_test_plugin(plugin_hostile ${CMAKE_CURRENT_LIST_DIR}/plugins/hostile.c)

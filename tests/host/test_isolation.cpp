@@ -1,4 +1,4 @@
-// Isolation (include/attncheck/isolation.h): an isolated implementation
+// Isolation (host/isolation.h): an isolated implementation
 // computes exactly what it computes in-process (problems, strides, NaN
 // payloads, layers and gradients cross the process boundary bit for bit);
 // a crash, an exit, a hang or a throw in the child comes back as the right
@@ -17,13 +17,13 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/isolation.h"
+#include "host/isolation.h"
 #include "attncheck/layer.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 
 namespace attncheck {
 namespace {

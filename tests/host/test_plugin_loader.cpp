@@ -1,4 +1,4 @@
-// The plugin loader (include/attncheck/plugin_loader.h): descriptor
+// The plugin loader (host/plugin_loader.h): descriptor
 // validation, the load errors of real shared objects, and what a plugin
 // implementation's calls hand over and check (strides, guards, sentinels,
 // return codes), with descriptors made here.
@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "attncheck/error.h"
-#include "attncheck/plugin_loader.h"
+#include "host/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/fixture.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 #include "tests/impls/size_dependent_twins.h"
 #include "tests/impls/test_support.h"
 

@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "attncheck/compare.h"
-#include "attncheck/generators.h"
+#include "judge/compare.h"
+#include "properties/gen/generators.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

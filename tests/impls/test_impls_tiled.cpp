@@ -20,7 +20,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 #include "test_support.h"
 
 namespace attncheck {

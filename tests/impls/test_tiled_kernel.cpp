@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 #include "impls/impl_common.h"
 #include "impls/kernels_simd.h"
 #include "impls/tiled_kernel.h"

@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"

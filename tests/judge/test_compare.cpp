@@ -5,8 +5,8 @@
 #include <cfloat>
 #include <cmath>
 
-#include "attncheck/compare.h"
-#include "attncheck/tolerance.h"
+#include "judge/compare.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

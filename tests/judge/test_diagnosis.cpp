@@ -17,11 +17,11 @@
 #include <sstream>
 
 #include "tests/impls/size_dependent_twins.h"
-#include "attncheck/diagnosis.h"
+#include "judge/diagnosis.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "attncheck/report.h"
+#include "formats/report.h"
 #include "core/bugs.h"
 
 namespace attncheck {

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/oracle.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/oracle.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

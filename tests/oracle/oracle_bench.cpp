@@ -14,7 +14,7 @@
 
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

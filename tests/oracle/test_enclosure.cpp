@@ -13,10 +13,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 #include "attncheck/oracle.h"
 #include "attncheck/plugin.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

@@ -21,15 +21,15 @@
 
 // The generated-problem sample below needs the generators
 // (attncheck::properties).
-#if __has_include("attncheck/generators.h")
+#if __has_include("properties/gen/generators.h")
 #include <rapidcheck.h>
 
 #include <map>
 #include <string>
 
 #include "attncheck/plugin.h"
-#include "attncheck/generators.h"
-#include "attncheck/transforms.h"
+#include "properties/gen/generators.h"
+#include "core/transforms.h"
 #define ATTNCHECK_ORACLE_HAS_GENERATORS 1
 #endif
 

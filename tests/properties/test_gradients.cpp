@@ -15,12 +15,12 @@
 
 #include "impls/impl_common.h"
 #include "impls/loop_kernel.h"
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/compare.h"
+#include "judge/compare.h"
 #include "attncheck/fixture.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 namespace {

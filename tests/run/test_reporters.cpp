@@ -19,7 +19,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
-#include "attncheck/report.h"
+#include "formats/report.h"
 #include "attncheck/version.h"
 
 namespace attncheck {

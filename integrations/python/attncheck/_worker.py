@@ -1,6 +1,6 @@
 """python -m attncheck._worker --attncheck-worker PID MODE NAME PATH: an
 isolated worker serving a Python file's implementations to the harness
-(attncheck/isolation.h). Started by the harness, never by hand."""
+(host/isolation.h). Started by the harness, never by hand."""
 
 import sys
 

@@ -9,8 +9,8 @@
 
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
-#include "attncheck/tolerance.h"
-#include "attncheck/generators.h"
+#include "judge/tolerance.h"
+#include "properties/gen/generators.h"
 
 namespace attncheck {
 namespace {

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <set>
 
-#include "attncheck/generators.h"
+#include "properties/gen/generators.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

@@ -16,7 +16,7 @@ namespace attncheck {
 /// Every field `info` declares: {"name", "kind", "description", "origin"
 /// (null for a built-in), "caught_by" (null unless broken), "dtypes" (names),
 /// "combos" ([{"q", "kv", "out"}], empty = q = k/v = out per dtype),
-/// "features" (names, attncheck/features.h), "features_bits",
+/// "features" (names, core/features.h), "features_bits",
 /// "empty_rows" ("error" or "zero"), "precision" {"accum", "p_cast",
 /// "s_cast", "exp_ulps", "flush_to_zero", "ftz_formats" (names),
 /// "key_block"}, "limits" {...}}.
