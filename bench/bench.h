@@ -1,5 +1,5 @@
 #pragma once
-// attncheck bench (the bench issue): controlled cost comparisons
+// attncheck bench: controlled cost comparisons
 // (exercises 6, 8, 9 and 10). The parent plans the points of each
 // comparison (plan.h, presets.h), runs every point in a child process of
 // its own (spawn.h; measure.h there), prints the tables grouped by length

@@ -73,7 +73,7 @@ double underflow_unit(DType d, bool flush_to_zero) {
   // errors down there are whole multiples of it anyway.
   // Flushing (SPEC 4) covers results below twice the smallest normal, not
   // only subnormals: vectorised exps return 0 for small normals too (one
-  // flushed below 1.41 times f32's smallest normal, issue 17), and a value
+  // flushed below 1.41 times f32's smallest normal), and a value
   // flushed from below 2^min_exp errs by less than that.
   if (flush_to_zero) return std::ldexp(1.0, f.min_exp);
   return std::max(std::ldexp(1.0, f.min_exp - f.precision - 1),

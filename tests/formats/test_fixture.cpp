@@ -476,7 +476,7 @@ TEST(Fixture, FileLevelErrorsNameTheFile) {
   fs::remove_all(dir);
 }
 
-// Hostile files (the reliability issue): sizes, nesting and values a
+// Hostile files: sizes, nesting and values a
 // reader must refuse with one line naming the file and the field, before
 // allocating anything for them. Each case is also a regression test of the
 // limits in input_limits.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reliability issue's worker guarantees, through the command line:
+# The worker guarantees, through the command line:
 #   - a plugin that forks in forward fails the property ("forked"), the run
 #     gives one summary, and no process it started outlives it;
 #   - a plugin that exits, crashes or hangs while loading is exit 2 with

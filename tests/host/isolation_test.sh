@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reliability issue's "done when", through the command line: a plugin
+# What isolation promises, through the command line: a plugin
 # whose implementations segfault, abort, spin, block or write past their
 # output on some inputs is checked beside a built-in in one run; each
 # hostile implementation fails with a shrunk counterexample and a fixture,

@@ -304,7 +304,7 @@ TEST(PluginDescriptor, VersionTwoFieldsAreChecked) {
 // SPEC 4: E4M3 enters u_p and eta_p like any other format when P (or S)
 // is cast to it; E5M2 (u = 2^-3, past the first-order limit) is refused as
 // p_cast or s_cast at load, and fp8 stays refused as an accumulation or
-// an output. Issue 34: E4M3 was refused as p_cast and s_cast too.
+// an output (E4M3 was once refused as p_cast and s_cast too).
 TEST(PluginDescriptor, E4M3IsAPCastAndSCastButE5M2IsNot) {
   auto d = descriptor(0);
   d.precision = {ATTNCHECK_F32, ATTNCHECK_E4M3, 0, 0, 0};

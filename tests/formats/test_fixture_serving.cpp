@@ -110,7 +110,7 @@ Problem paged_problem(bool packed_queries) {
   return p;
 }
 
-void expect_same_v2_problem(const Problem& a, const Problem& b) {
+void expect_same_serving_problem(const Problem& a, const Problem& b) {
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.q_dtype, b.q_dtype);
   EXPECT_EQ(a.kv_dtype, b.kv_dtype);
@@ -155,17 +155,17 @@ Problem round_trip(const Problem& p) {
   return problem_from_json(json::parse(problem_to_json(p).dump()), "v2.json");
 }
 
-TEST(FixtureV2, MixedFormatsDescalesAndSinksRoundTrip) {
+TEST(FixtureServing, MixedFormatsDescalesAndSinksRoundTrip) {
   const Problem p = mixed_problem();
   p.validate();
   const json j = problem_to_json(p);
   EXPECT_EQ(j["q_dtype"], "e4m3");
   EXPECT_EQ(j["kv_dtype"], "e5m2");
   EXPECT_EQ(j["dtype"], "bf16");
-  expect_same_v2_problem(p, round_trip(p));
+  expect_same_serving_problem(p, round_trip(p));
 }
 
-TEST(FixtureV2, EachFeatureAloneRoundTrips) {
+TEST(FixtureServing, EachFeatureAloneRoundTrips) {
   const Problem base = Problem::zeros(DType::f16, 1, 2, 1, 2, 3, 2, 2);
   std::vector<std::function<void(Problem&)>> features = {
       [](Problem& p) { p.q_dtype = DType::e4m3; },
@@ -183,11 +183,11 @@ TEST(FixtureV2, EachFeatureAloneRoundTrips) {
     fill(p.k.data, DType::e5m2);
     fill(p.v.data, DType::e5m2);
     p.validate();
-    expect_same_v2_problem(p, round_trip(p));
+    expect_same_serving_problem(p, round_trip(p));
   }
 }
 
-TEST(FixtureV2, PackedProblemsRoundTripInTheirLayout) {
+TEST(FixtureServing, PackedProblemsRoundTripInTheirLayout) {
   for (bool packed_keys : {false, true}) {
     SCOPED_TRACE(packed_keys);
     const Problem p = packed_problem(packed_keys);
@@ -203,14 +203,14 @@ TEST(FixtureV2, PackedProblemsRoundTripInTheirLayout) {
     // Element (b = 2, h = 1, i = 1, d = 0) is row 3 of the packed q.
     EXPECT_EQ(bits(number_from_json(j["q"][(3 * 2 + 1) * 2 + 0], "q")), bits(p.q_at(2, 1, 1, 0)));
     const Problem back = round_trip(p);
-    expect_same_v2_problem(p, back);
+    expect_same_serving_problem(p, back);
     for (int64_t b = 0; b < 3; ++b)
       for (int64_t i = 0; i < back.seq_tq(b); ++i)
         for (int64_t d = 0; d < 2; ++d) EXPECT_EQ(bits(back.q_at(b, 1, i, d)), bits(p.q_at(b, 1, i, d)));
   }
 }
 
-TEST(FixtureV2, PackedTensorsAreWrittenAsTheirLogicalValues) {
+TEST(FixtureServing, PackedTensorsAreWrittenAsTheirLogicalValues) {
   // q stored [heads][rows][d] (strides {0, rows * d, d, 1}): the file is
   // the same as for the contiguous packed layout.
   const Problem c = packed_problem(true);
@@ -226,7 +226,7 @@ TEST(FixtureV2, PackedTensorsAreWrittenAsTheirLogicalValues) {
   EXPECT_EQ(problem_to_json(s).dump(), problem_to_json(c).dump());
 }
 
-TEST(FixtureV2, PagedProblemsRoundTripInTheirLayout) {
+TEST(FixtureServing, PagedProblemsRoundTripInTheirLayout) {
   for (bool packed_queries : {false, true}) {
     SCOPED_TRACE(packed_queries);
     const Problem p = paged_problem(packed_queries);
@@ -237,13 +237,13 @@ TEST(FixtureV2, PagedProblemsRoundTripInTheirLayout) {
     EXPECT_EQ(j["paged"]["block_table"], json({3, 0, 1, 1, -1, -1}));
     EXPECT_EQ(j["paged"]["block_table_stride"], 3);
     const Problem back = round_trip(p);
-    expect_same_v2_problem(p, back);
+    expect_same_serving_problem(p, back);
     // Key 4 of sequence 0 is slot 0 of page block_table[2] = 1.
     EXPECT_EQ(bits(back.k_at(0, 1, 4, 2)), bits(p.k.at(1, 1, 0, 2)));
   }
 }
 
-TEST(FixtureV2, BlockTableStrideMayBeLeftOut) {
+TEST(FixtureServing, BlockTableStrideMayBeLeftOut) {
   // SPEC 5.3 lists page_size, num_pages, block_table and seqlens_k: the
   // stride is then the table's length over batch.
   const Problem p = paged_problem(false);
@@ -261,7 +261,7 @@ TEST(FixtureV2, BlockTableStrideMayBeLeftOut) {
   }
 }
 
-TEST(FixtureV2, MixedFormatsWithSequencesRoundTripThroughAFile) {
+TEST(FixtureServing, MixedFormatsWithSequencesRoundTripThroughAFile) {
   Fixture f;
   f.problem = paged_problem(true);
   f.problem.q_dtype = DType::e4m3;
@@ -273,12 +273,12 @@ TEST(FixtureV2, MixedFormatsWithSequencesRoundTripThroughAFile) {
   f.problem.sink = {0.0, -0.5};
   f.meta = json{{"dtype", "q=e4m3,kv=e5m2,out=f16"}};
   f.problem.validate();
-  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_v2";
+  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_serving";
   fs::remove_all(dir);
   const std::string path = (dir / "case.json").string();
   save_fixture(path, f);
   const Fixture g = load_fixture(path);
-  expect_same_v2_problem(f.problem, g.problem);
+  expect_same_serving_problem(f.problem, g.problem);
   EXPECT_EQ(g.meta, f.meta);
   // The version 2 fields follow the version 1 ones, in SPEC 5.3's order.
   std::ifstream in(path);
@@ -295,7 +295,7 @@ TEST(FixtureV2, MixedFormatsWithSequencesRoundTripThroughAFile) {
   fs::remove_all(dir);
 }
 
-TEST(FixtureV2, VersionOneProblemsHaveNoVersionTwoFields) {
+TEST(FixtureServing, VersionOneProblemsHaveNoVersionTwoFields) {
   Problem p = Problem::zeros(DType::f32, 1, 2, 2, 2, 2, 1, 1);
   const json j = problem_to_json(p);
   for (const char* key :
@@ -312,11 +312,11 @@ TEST(FixtureV2, VersionOneProblemsHaveNoVersionTwoFields) {
 // failures) were written by save_fixture, most before version 2: reading
 // and writing each gives its bytes back, so version 1 files are written as
 // they were (no version 2 field appears in them), and the version 2 cases
-// kept since (issue 34's descaled regressions) keep theirs. The problem
+// kept since (the descaled regressions) keep theirs. The problem
 // files, written by hand, are compared as JSON.
-TEST(FixtureV2, CommittedFixturesAreWrittenBackByteForByte) {
+TEST(FixtureServing, CommittedFixturesAreWrittenBackByteForByte) {
   const fs::path source(ATTNCHECK_SOURCE_DIR);
-  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_v2_bytes";
+  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_serving_bytes";
   fs::remove_all(dir);
   std::vector<fs::path> files;
   for (const auto& entry : fs::recursive_directory_iterator(source / "fixtures")) {
@@ -358,7 +358,7 @@ TEST(FixtureV2, CommittedFixturesAreWrittenBackByteForByte) {
 
 // The fuzz corpus's version 2 seed is accepted (a rejected seed would
 // leave the fuzzer without the version 2 fields' structure).
-TEST(FixtureV2, FuzzSeedIsAVersionTwoProblem) {
+TEST(FixtureServing, FuzzSeedIsAVersionTwoProblem) {
   const Fixture f = load_fixture(std::string(ATTNCHECK_SOURCE_DIR) +
                                  "/tests/fuzz/corpus/fixture/seed-v2-packed-paged-fp8-sink.json");
   EXPECT_TRUE(f.problem.packed_q());
@@ -369,7 +369,7 @@ TEST(FixtureV2, FuzzSeedIsAVersionTwoProblem) {
   EXPECT_TRUE(f.problem.descale.has_value());
 }
 
-struct BadV2Case {
+struct BadServingCase {
   const char* name;
   const char* field;   // the field the message must name
   const char* phrase;  // and what it must say
@@ -377,7 +377,7 @@ struct BadV2Case {
   std::function<void(json&)> mutate;
 };
 
-std::vector<BadV2Case> bad_v2_cases() {
+std::vector<BadServingCase> bad_serving_cases() {
   const auto mixed = [] { return mixed_problem(); };
   const auto packed = [] { return packed_problem(true); };
   const auto paged = [] { return paged_problem(false); };
@@ -457,11 +457,11 @@ std::vector<BadV2Case> bad_v2_cases() {
   };
 }
 
-TEST(FixtureV2, MalformedVersionTwoFieldsNameTheFileAndTheField) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_v2_bad";
+TEST(FixtureServing, MalformedVersionTwoFieldsNameTheFileAndTheField) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_serving_bad";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  for (const BadV2Case& c : bad_v2_cases()) {
+  for (const BadServingCase& c : bad_serving_cases()) {
     SCOPED_TRACE(c.name);
     json j = problem_to_json(c.base());
     ASSERT_NO_THROW(problem_from_json(j, "base.json"));
