@@ -11,7 +11,10 @@
 // without a line here fails the build (the static_asserts below count the
 // members with Boost.PFR).
 
+#include <optional>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <boost/pfr/core.hpp>
 
@@ -19,6 +22,17 @@
 #include "attncheck/problem.h"
 
 namespace attncheck::fields {
+
+/// What a codec walking the fields dispatches on: an optional member, a
+/// vector member.
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
 
 /// The codecs a field can cross, as bits of Field::codecs.
 enum Codec : unsigned {

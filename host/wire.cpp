@@ -24,22 +24,14 @@ namespace {
 // DTypeCombo) member by member (Boost.PFR). Problem and ImplInfo walk
 // their field lists (core/fields.h), so a new member crosses without a
 // line here.
-template <typename T>
-struct IsOptional : std::false_type {};
-template <typename T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <typename T>
-struct IsVector : std::false_type {};
-template <typename T>
-struct IsVector<std::vector<T>> : std::true_type {};
 
 template <typename T>
 void put_value(Writer& w, const T& x) {
   if constexpr (std::is_same_v<T, std::string>) {
     w.put_str(x);
-  } else if constexpr (IsVector<T>::value) {
+  } else if constexpr (fields::IsVector<T>::value) {
     w.put_vec(x);
-  } else if constexpr (IsOptional<T>::value) {
+  } else if constexpr (fields::IsOptional<T>::value) {
     w.put<uint8_t>(x.has_value());
     if (x) put_value(w, *x);
   } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
@@ -55,9 +47,9 @@ template <typename T>
 void get_value(Reader& r, T& x) {
   if constexpr (std::is_same_v<T, std::string>) {
     x = r.get_str();
-  } else if constexpr (IsVector<T>::value) {
+  } else if constexpr (fields::IsVector<T>::value) {
     x = r.get_vec<typename T::value_type>();
-  } else if constexpr (IsOptional<T>::value) {
+  } else if constexpr (fields::IsOptional<T>::value) {
     if (!r.get<uint8_t>()) {
       x.reset();
       return;

@@ -33,14 +33,6 @@ namespace {
 
 using fields::Field;
 
-template <typename T>
-struct IsOptional : std::false_type {};
-template <typename T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <typename T>
-struct IsVector : std::false_type {};
-template <typename T>
-struct IsVector<std::vector<T>> : std::true_type {};
 
 // Whether a and b hold the same value (doubles bit for bit, structs member
 // by member).
@@ -52,12 +44,12 @@ bool same(const T& a, const T& b) {
                        std::is_same_v<T, std::string> ||
                        std::is_same_v<T, std::array<int64_t, 4>>) {
     return a == b;
-  } else if constexpr (IsVector<T>::value) {
+  } else if constexpr (fields::IsVector<T>::value) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
       if (!same(a[i], b[i])) return false;
     return true;
-  } else if constexpr (IsOptional<T>::value) {
+  } else if constexpr (fields::IsOptional<T>::value) {
     return a.has_value() == b.has_value() && (!a || same(*a, *b));
   } else {
     const auto ta = boost::pfr::structure_tie(a);
@@ -84,10 +76,10 @@ void set_non_default(T& x) {
     x += "x";
   } else if constexpr (std::is_same_v<T, std::array<int64_t, 4>>) {
     for (int64_t& s : x) s += 1;
-  } else if constexpr (IsVector<T>::value) {
+  } else if constexpr (fields::IsVector<T>::value) {
     x.emplace_back();
     set_non_default(x.back());
-  } else if constexpr (IsOptional<T>::value) {
+  } else if constexpr (fields::IsOptional<T>::value) {
     set_non_default(x.emplace());
   } else {
     boost::pfr::for_each_field(x, [](auto& m) { set_non_default(m); });
