@@ -49,7 +49,7 @@ void check_meta(Reader& r, const json& meta) {
                     fmt::format("expected a string, got {}", json_brief(*it)));
     }
   }
-  // The options the failing run had (properties/runner.cpp); absent in
+  // The options the failing run had (run/failure_report.cpp); absent in
   // fixtures saved before they were recorded.
   if (const auto strict = meta.find("strict"); strict != meta.end() && !strict->is_boolean()) {
     r.field_error("meta.strict", fmt::format("expected true or false, got {}", json_brief(*strict)));

@@ -24,10 +24,10 @@ std::pair<std::string, std::string> split_python_spec(const std::string& spec) {
   return {spec.substr(0, colon), spec.substr(colon + 1)};
 }
 
-// How a Python file's implementations are served (README "From
-// Python"): by the interpreter this attncheck was built with (or
-// ATTNCHECK_PYTHON) running attncheck._worker, the package found beside
-// the program (build/python/) or where it was installed.
+// How a Python file's implementations are served (docs/python.md): by the
+// interpreter this attncheck was built with (or ATTNCHECK_PYTHON) running
+// attncheck._worker, the package found beside the program (build/python/)
+// or where it was installed.
 }  // namespace
 
 WorkerCommand python_worker_command() {

@@ -48,7 +48,7 @@ inline constexpr int64_t kWallTimeoutFactor = 10;
 /// blocked one; only a load of 40 on 2 cores would reach 0.05.
 inline constexpr double kBlockedCpuShare = 0.05;
 
-/// The bound on deaths while one property shrinks (README "Isolation"):
+/// The bound on deaths while one property shrinks (docs/isolation.md):
 /// after the first death of a property run, at most kMaxHangsPerProperty
 /// further calls may time out and at most kMaxCrashesPerProperty may
 /// crash; past either bound the implementation is not called again in that

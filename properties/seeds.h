@@ -1,8 +1,8 @@
 #pragma once
 // The seed arithmetic of the property runs, in one place: the per-property
-// seeds derived from a run seed (runner.cpp), the real-size phase's case
-// seeds and shapes (real_sizes.cpp, gen/sizes.cpp) and the seeded values at
-// size (gen/problem_gen.cpp).
+// seeds derived from a run seed (run/driver.cpp), the real-size phase's
+// case seeds and shapes (run/real_sizes.cpp, gen/sizes.cpp) and the seeded
+// values at size (gen/problem_gen.cpp).
 
 #include <cstdint>
 #include <string_view>

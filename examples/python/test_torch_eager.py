@@ -10,14 +10,14 @@ accumulation with s_cast and p_cast bf16, because that is what torch 1.13
 computes on the CPU: a bf16 batched matmul accumulates in f32 (oneDNN) only
 when batch * m * k * n > 16^3 and oneDNN's bf16 path is enabled (it needs
 AVX-512); otherwise each product is rounded to bf16 and added to a running
-sum kept in bf16 (bitwise, as measured for README "From Python";
+sum kept in bf16 (bitwise, as measured for docs/python.md;
 test_bf16_products_accumulate_in_bf16 below keeps one such case). Most
 generated problems are that small. The scalar `scale` is rounded to bf16
 before the product, softmax computes in float from the bf16 scores and
 stores bf16 weights. Declared as f32 accumulation with s_cast and p_cast
 bf16, the CI profile happens to pass (its dot products are short), but a
 129-term dot product that torch sums in bf16 fails MatchesOracle 3.2x past
-that declaration's bound (README "From Python").
+that declaration's bound (docs/python.md).
 
 torch 1.13 has no f16 matrix product on the CPU, so f16 problems are
 answered UNSUPPORTED with torch's reason."""

@@ -11,9 +11,9 @@
 // raises "\"bmm\" not implemented for 'Half'" for the first matmul (and
 // "softmax_lastdim_kernel_impl" has no Half kernel either): torch_sdpa_f16
 // is registered only when a one-element call in Half succeeds at load, so
-// with this torch it does not exist (README, LibTorch adapters). Any call
-// that torch refuses as not implemented for its dtype is answered
-// UNSUPPORTED, never failed.
+// with this torch it does not exist (docs/implementations.md, "LibTorch
+// adapters"). Any call that torch refuses as not implemented for its
+// dtype is answered UNSUPPORTED, never failed.
 //
 // What the call takes, and so what the adapters declare:
 // - attn_mask: a bool tensor broadcasting over [B][H][tq][tk] with true =

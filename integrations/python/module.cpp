@@ -1,5 +1,5 @@
-// attncheck._core: the C++ side of the Python module (README "From
-// Python"). The harness side runs the property checks in this process,
+// attncheck._core: the C++ side of the Python module (docs/python.md).
+// The harness side runs the property checks in this process,
 // releasing the GIL, against implementations that live in worker
 // interpreters (python -m attncheck._worker); the worker side serves them
 // (python_impl.cpp).

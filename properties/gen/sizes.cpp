@@ -80,14 +80,14 @@ std::vector<int64_t> head_dim_grid() {
 // GQA 8/2 over 130 keys fit, and a case costs tens of milliseconds (the
 // implementation, the enclosure and the tolerances together), so the
 // catalog's real-size phase over every built-in stays near a minute on 2
-// cores (README). Thorough: 32 times more (decode over 16385 keys with 8
+// cores (docs/development-and-ci.md). Thorough: 32 times more (decode over 16385 keys with 8
 // heads of 128 fits once batch is 1).
 int64_t size_cost_cap(Profile profile) {
   return profile == Profile::thorough ? (int64_t{1} << 27) : (int64_t{1} << 22);
 }
 
 // The certified oracle's double-double path costs about 30 times the
-// enclosure per score element (measured by oracle_bench: README).
+// enclosure per score element (measured by oracle_bench: docs/generators-and-sizes.md).
 int64_t reference_weight(const ImplInfo& info) {
   return info.precision.accum == DType::f64 ? 32 : 1;
 }

@@ -1,8 +1,8 @@
 // Tolerances at size: every correct built-in that does
 // not accumulate in f64 stays within SPEC 4's bound on rows of 20,000 keys
 // with 256-wide heads, where the long sums make gamma_n and the online
-// rescales' terms largest. The budget each used is printed (README,
-// "Tolerances at size"): a bound whose coefficients are wrong for long sums
+// rescales' terms largest. The budget each used is printed (the docs keep
+// the measured budgets): a bound whose coefficients are wrong for long sums
 // shows here as a false alarm (budget > 1) or as a bound far too loose.
 // f64 accumulators are left out: their reference at this size is the
 // certified oracle (the enclosure is too wide for them), minutes per case.

@@ -395,7 +395,7 @@ TEST(LibTorch113, HalfHasNoCpuMatmulNorSoftmaxSoTorchSdpaF16IsNotRegistered) {
   try {
     at::_scaled_dot_product_attention(x, x, x, {}, 0.0, true, false);
     FAIL() << "LibTorch computes SDPA in Half now: torch_sdpa_f16 is registered, check it "
-              "(attncheck check --impl torch_sdpa_f16) and update README's LibTorch section";
+              "(attncheck check --impl torch_sdpa_f16) and update docs/implementations.md's LibTorch section";
   } catch (const c10::Error& e) {
     EXPECT_EQ(not_implemented_message(e), "\"bmm\" not implemented for 'Half'");
   }

@@ -110,7 +110,7 @@ TEST_P(DeclaredFormatsOnly, CorrectTwinPassesOrIsSkippedWithReason) {
 INSTANTIATE_TEST_SUITE_P(Ci, DeclaredFormatsOnly, testing::ValuesIn(cases(Profile::ci)),
                          case_name);
 // The thorough profile takes about 10 minutes for the three twins on two
-// cores, beyond what CI affords: run by hand, a seed at a time, as README
+// cores, beyond what CI affords: run by hand, a seed at a time, as the docs
 // records (ATTNCHECK_THOROUGH=1 ATTNCHECK_SEED=1
 // build/tests/test_declared_formats --gtest_filter='Thorough*'). Without
 // the variable there are no such tests, so ctest lists none.

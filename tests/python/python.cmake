@@ -10,7 +10,7 @@ set(ATTNCHECK_PYTEST_ENV "PYTHONPATH=${PROJECT_BINARY_DIR}/python" "PYTHONDONTWR
 add_test(NAME python.bridge
   COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}
   WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
-# The examples (README "From Python"), as a user runs them from the top of
+# The examples (docs/python.md), as a user runs them from the top of
 # the tree.
 add_test(NAME python.examples
   COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider examples/python

@@ -1,5 +1,5 @@
 """attncheck from Python: property-based verification of attention
-implementations (README "From Python").
+implementations (docs/python.md).
 
     import attncheck
 
