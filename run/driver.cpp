@@ -144,7 +144,7 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
     out.message = fmt::format("dtype {} is not supported", dtype_name(dtype));
     return out;
   }
-  if (auto reason = prop.skip_reason(impl.info(), dtype)) {
+  if (auto reason = prop.skip_reason ? prop.skip_reason(impl.info(), dtype) : std::nullopt) {
     PropertyOutcome out = blank_outcome(prop, impl, dtype);
     out.status = PropertyStatus::skipped;
     out.message = *reason;

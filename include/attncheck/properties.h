@@ -94,7 +94,7 @@ struct PropertyDef {
   std::string statement;  ///< one line for `attncheck list`
   int default_cases = 0;  ///< for the ci profile
   /// Why the property does not apply to this implementation and dtype, or
-  /// nullopt when it does.
+  /// nullopt when it does (empty: it always applies).
   SkipFn skip_reason;
   /// Draws and judges a case (case properties; empty for run_whole).
   DrawFn draw;
