@@ -164,8 +164,9 @@ ImplInfo info_from_py(const py::dict& d, const std::string& origin) {
                                                                : EmptyRowPolicy::error;
   const py::dict prec = d["precision"];
   i.precision.accum = parse_dtype(prec["accum"].cast<std::string>());
-  i.precision.p_cast = parse_dtype(prec["p_cast"].cast<std::string>());
-  if (!prec["s_cast"].is_none()) i.precision.s_cast = parse_dtype(prec["s_cast"].cast<std::string>());
+  // P and S may be stored in E4M3 (the declaration checked the formats).
+  i.precision.p_cast = parse_format(prec["p_cast"].cast<std::string>());
+  if (!prec["s_cast"].is_none()) i.precision.s_cast = parse_format(prec["s_cast"].cast<std::string>());
   i.precision.exp_ulps = prec["exp_ulps"].cast<uint32_t>();
   i.precision.flush_to_zero = prec["flush_to_zero"].cast<bool>();
   i.precision.key_block = prec["key_block"].cast<int64_t>();

@@ -7,6 +7,10 @@ import sys
 from . import _core
 
 DTYPES = ("f64", "f32", "bf16", "f16")
+# P and S may also be stored in E4M3 before P.V and the softmax (as
+# FlashAttention-3 stores P), as the C ABI accepts; E5M2 (u = 2^-3) is past
+# the first-order analysis and refused there too.
+CAST_DTYPES = DTYPES + ("e4m3",)
 
 # ATTNCHECK_FEATURE_* of plugin.h by name, in lower case ("causal"), from the
 # engine's own table. The bridge covers version 1 of the C ABI (plus s_cast):
@@ -115,9 +119,10 @@ def _precision(precision, dtypes):
         "key_block": precision.get("key_block", 0),
     }
     for key in ("accum", "p_cast", "s_cast"):
-        if out[key] is not None and out[key] not in DTYPES:
+        allowed = DTYPES if key == "accum" else CAST_DTYPES
+        if out[key] is not None and out[key] not in allowed:
             raise ValueError(f"precision.{key}: unknown format {out[key]!r} "
-                             f"(expected one of {', '.join(DTYPES)})")
+                             f"(expected one of {', '.join(allowed)})")
     for key in ("exp_ulps", "key_block"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
             raise ValueError(f"precision.{key}: {out[key]!r} is not a non-negative integer")
