@@ -59,13 +59,12 @@ WorkerCommand python_worker_command() {
 #endif
 }
 
-
 // The plugins and the Python files of `sources` (FILE.py[:NAME];
 // a --plugin path ending in .py is a Python file too, as reproduce lines
 // of older versions name a Python file's origin with --plugin). A Python
 // file's implementations always run in workers: the harness never runs a
-// Python file's code. The plugins load in workers too unless
-// `plugins_in_process` (--no-isolation; the bench, which measures them):
+// Python file's code. The plugins load in workers too unless `in_process`
+// (--no-isolation; the bench, which measures them):
 // the harness never opens a plugin it has not seen load safely.
 ImplList load_sources(const ImplSources& sources) {
   const std::vector<std::string>& paths = sources.plugins;
