@@ -230,6 +230,17 @@ PropertyDef case_property(std::string name, std::string statement, int default_c
   return d;
 }
 
+std::optional<PropertyOutcome> object_outcome(const PropertyDef& prop, const Implementation& impl,
+                                              DType dtype) {
+  if (!prop.object_verdict) return std::nullopt;
+  const auto verdict = prop.object_verdict(impl);
+  if (!verdict) return std::nullopt;
+  PropertyOutcome out = blank_outcome(prop, impl, dtype);
+  out.status = verdict->status;
+  out.message = verdict->message;
+  return out;
+}
+
 PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl,
                               DType dtype) {
   PropertyOutcome out;

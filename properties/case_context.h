@@ -161,6 +161,12 @@ SkipFn needs_features(Features features, std::string what);
 /// An outcome of `prop` on `impl` with nothing filled in yet.
 PropertyOutcome blank_outcome(const PropertyDef& prop, const Implementation& impl, DType dtype);
 
+/// The outcome of `prop`'s object_verdict on `impl` (a property for
+/// layers skipping what is not one), or nullopt when it goes on to its
+/// cases. For the run and for replay alike.
+std::optional<PropertyOutcome> object_outcome(const PropertyDef& prop, const Implementation& impl,
+                                              DType dtype);
+
 /// The problem printed for a person: shapes and flags, and for small cases
 /// the matrices.
 std::string describe_problem(const Problem& p);

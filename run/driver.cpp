@@ -150,14 +150,9 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
     out.message = *reason;
     return out;
   }
-  if (prop.object_verdict) {
-    if (auto verdict = prop.object_verdict(impl)) {
-      PropertyOutcome out = blank_outcome(prop, impl, dtype);
-      out.combo = config.combo;
-      out.status = verdict->status;
-      out.message = verdict->message;
-      return out;
-    }
+  if (auto out = object_outcome(prop, impl, dtype)) {
+    out->combo = config.combo;
+    return *out;
   }
   try {
     PropertyOutcome out;

@@ -72,14 +72,7 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
                                  impl.info().name, part));
   }
   try {
-    if (prop->object_verdict) {
-      if (auto verdict = prop->object_verdict(impl)) {
-        PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
-        out.status = verdict->status;
-        out.message = verdict->message;
-        return out;
-      }
-    }
+    if (auto out = object_outcome(*prop, impl, fixture.problem.dtype)) return *out;
     return judge_again(*prop, impl, fixture, config);
   } catch (const nlohmann::json::exception& e) {
     // The fixture's args lack what the property reads: the file's fault.

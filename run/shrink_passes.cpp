@@ -4,18 +4,8 @@
 
 #include <rapidcheck.h>
 
-#include "core/transforms.h"
-
 namespace attncheck {
 namespace {
-
-// Each candidate keeps one slice of p: batch entry b, K/V head group g with
-// its query heads, or query head h.
-std::vector<Problem> slices(const Problem& p, std::vector<SliceChoice> choices) {
-  std::vector<Problem> out;
-  for (const SliceChoice& choice : choices) out.push_back(slice_problem(p, choice));
-  return out;
-}
 
 bool names_a_slice(const PropertyDef& prop, const nlohmann::json& args) {
   for (const std::string& key : prop.slice_args)
@@ -32,7 +22,7 @@ const std::vector<ShrinkPass>& shrink_passes() {
          std::vector<SliceChoice> choices;
          if (p.batch > 1)
            for (int64_t b = 0; b < p.batch; ++b) choices.push_back({b, std::nullopt, std::nullopt});
-         return slices(p, choices);
+         return choices;
        }},
       {"drop_heads",
        [](const Problem& p) {
@@ -43,7 +33,7 @@ const std::vector<ShrinkPass>& shrink_passes() {
            for (int64_t g = 0; g < p.kv_heads; ++g) choices.push_back({std::nullopt, g, std::nullopt});
          else if (p.heads > 1)
            for (int64_t h = 0; h < p.heads; ++h) choices.push_back({std::nullopt, std::nullopt, h});
-         return slices(p, choices);
+         return choices;
        }},
   };
   return passes;
@@ -74,8 +64,8 @@ void run_shrink_passes(const PropertyDef& prop, CaseContext& ctx, const JudgeFn&
     progress = false;
     const Problem p = ctx.failed_case->problem;
     for (const ShrinkPass& pass : shrink_passes()) {
-      for (const Problem& candidate : pass.candidates(p)) {
-        if (fails(candidate)) {
+      for (const SliceChoice& choice : pass.slices(p)) {
+        if (fails(slice_problem(p, choice))) {
           progress = true;
           break;
         }

@@ -10,15 +10,16 @@
 #include <vector>
 
 #include "attncheck/properties.h"
+#include "core/transforms.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
 
-/// One pass: its name, and the candidates it makes from a counterexample
-/// (in the order they are tried).
+/// One pass: its name, and the slices of a counterexample it tries as
+/// candidates, in order (each made only when its turn comes).
 struct ShrinkPass {
   std::string name;
-  std::function<std::vector<Problem>(const Problem&)> candidates;
+  std::function<std::vector<SliceChoice>(const Problem&)> slices;
 };
 
 /// The passes, in the order they run: batch entries, then K/V head groups
