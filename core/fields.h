@@ -101,7 +101,7 @@ void for_each_problem_field(P& p, F&& f) {
 /// The same for the members of PrecisionTraits (ImplInfo::precision).
 template <typename T, typename F>
 void for_each_precision_field(T& t, F&& f) {
-  static_assert(boost::pfr::tuple_size_v<PrecisionTraits> == 7,
+  static_assert(boost::pfr::tuple_size_v<PrecisionTraits> == 12,
                 "a PrecisionTraits member was added or removed: describe it here");
   f(Field{"accum"}, t.accum);
   f(Field{"p_cast"}, t.p_cast);
@@ -111,6 +111,14 @@ void for_each_precision_field(T& t, F&& f) {
   f(Field{"s_cast"}, t.s_cast);
   // Version 2 of the C ABI; the Python bridge speaks version 1 (+ s_cast).
   f(Field{"ftz_formats", kAll & ~kPython}, t.ftz_formats);
+  // Precision by stage (SPEC 4.1): the C ABI's attncheck_stages, read where
+  // a descriptor's struct_size covers it. q_cast_kv is the C ABI's
+  // ATTNCHECK_Q_CAST_KV, spelled q_cast "kv" in JSON and Python too.
+  f(Field{"q_cast"}, t.q_cast);
+  f(Field{"q_cast_kv", kAll, "q_cast kv"}, t.q_cast_kv);
+  f(Field{"score_accum"}, t.score_accum);
+  f(Field{"softmax_accum"}, t.softmax_accum);
+  f(Field{"pv_accum"}, t.pv_accum);
 }
 
 /// The same for the members of Limits (ImplInfo::limits).
@@ -132,7 +140,7 @@ void for_each_limits_field(T& t, F&& f) {
 /// them).
 template <typename I, typename F>
 void for_each_impl_info_field(I& i, F&& f) {
-  static_assert(boost::pfr::tuple_size_v<ImplInfo> == 11,
+  static_assert(boost::pfr::tuple_size_v<ImplInfo> == 12,
                 "an ImplInfo member was added or removed: describe it here");
   f(Field{"name"}, i.name);
   // Where an implementation comes from is the loader's to say, not the
@@ -150,6 +158,9 @@ void for_each_impl_info_field(I& i, F&& f) {
   f(Field{"origin", kJson | kWire | kDescribe}, i.origin);
   // Version 2 of the C ABI; the Python bridge declares dtypes only.
   f(Field{"combos", kAll & ~kPython}, i.combos);
+  // Dispatch paths (SPEC 4.1); the Python bridge takes them inside
+  // precision={..., "paths": [...]}.
+  f(Field{"paths", kAll, "path "}, i.paths);
 }
 
 }  // namespace attncheck::fields

@@ -21,7 +21,7 @@ namespace {
 // string or vector as its size then its elements, an optional as a
 // presence byte then its value, a struct of the problem model (Tensor,
 // Broadcast, Descales, PackedSeqs, PagedKv, PrecisionTraits, Limits,
-// DTypeCombo) member by member (Boost.PFR). Problem and ImplInfo walk
+// DTypeCombo, ImplPath) member by member (Boost.PFR). Problem and ImplInfo walk
 // their field lists (core/fields.h), so a new member crosses without a
 // line here.
 
@@ -30,7 +30,12 @@ void put_value(Writer& w, const T& x) {
   if constexpr (std::is_same_v<T, std::string>) {
     w.put_str(x);
   } else if constexpr (fields::IsVector<T>::value) {
-    w.put_vec(x);
+    if constexpr (std::is_trivially_copyable_v<typename T::value_type>) {
+      w.put_vec(x);
+    } else {
+      w.put<uint64_t>(x.size());
+      for (const auto& e : x) put_value(w, e);
+    }
   } else if constexpr (fields::IsOptional<T>::value) {
     w.put<uint8_t>(x.has_value());
     if (x) put_value(w, *x);
@@ -48,7 +53,16 @@ void get_value(Reader& r, T& x) {
   if constexpr (std::is_same_v<T, std::string>) {
     x = r.get_str();
   } else if constexpr (fields::IsVector<T>::value) {
-    x = r.get_vec<typename T::value_type>();
+    if constexpr (std::is_trivially_copyable_v<typename T::value_type>) {
+      x = r.get_vec<typename T::value_type>();
+    } else {
+      // Each element is at least one byte: a count beyond what is left is
+      // a malformed message, not an allocation.
+      const auto n = r.get<uint64_t>();
+      if (n > r.remaining()) throw std::runtime_error("isolation: truncated message");
+      x.resize(n);
+      for (auto& e : x) get_value(r, e);
+    }
   } else if constexpr (fields::IsOptional<T>::value) {
     if (!r.get<uint8_t>()) {
       x.reset();
@@ -165,6 +179,7 @@ void put_forward_result(Writer& w, const ForwardResult& f, std::optional<int64_t
   w.put_vec(f.weights);
   w.put_vec(f.lse);
   w.put<int64_t>(score.value_or(-1));
+  w.put<int32_t>(f.path);
 }
 
 ForwardResult get_forward_result(Reader& r, std::optional<int64_t>& score) {
@@ -176,6 +191,7 @@ ForwardResult get_forward_result(Reader& r, std::optional<int64_t>& score) {
   f.lse = r.get_vec<double>();
   const auto n = r.get<int64_t>();
   score = n < 0 ? std::nullopt : std::optional<int64_t>(n);
+  f.path = r.get<int32_t>();
   return f;
 }
 

@@ -102,6 +102,8 @@ class Reader {
     const std::vector<char> v = get_vec<char>();
     return {v.begin(), v.end()};
   }
+  /// Bytes not yet read.
+  size_t remaining() const { return bytes_.size() - pos_; }
 
  private:
   void take(void* dst, size_t n) {

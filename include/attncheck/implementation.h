@@ -33,14 +33,16 @@ using Features = uint32_t;
 inline constexpr uint32_t kFtzAccum = ATTNCHECK_FTZ_ACCUM;  ///< the accumulation format's
 inline constexpr uint32_t kFtzPCast = ATTNCHECK_FTZ_P_CAST;  ///< P's, after its cast
 inline constexpr uint32_t kFtzOut = ATTNCHECK_FTZ_OUT;      ///< the output's
+inline constexpr uint32_t kFtzPvAccum = ATTNCHECK_FTZ_PV_ACCUM;  ///< pv_accum's, when declared
 
 /// The arithmetic an implementation declares; tolerances derive from it.
-/// The version 2 traits (s_cast, ftz_formats) default to what a version 1
-/// declaration means.
+/// The version 2 traits (s_cast, ftz_formats) and the stages (SPEC 4.1)
+/// default to what a version 1 declaration means: every stage in accum, Q
+/// not rounded.
 struct PrecisionTraits {
   DType accum = DType::f64;   ///< format of score and sum accumulation
   DType p_cast = DType::f64;  ///< format P is rounded to before P.V
-  uint32_t exp_ulps = 0;      ///< error of its exp, in ulps of accum
+  uint32_t exp_ulps = 0;      ///< error of its exp, in ulps of softmax_accum
   bool flush_to_zero = false; ///< every format flushes (unless ftz_formats says which)
   int64_t key_block = 0;      ///< online-softmax block size; 0 = one pass
   /// Format S is rounded to before softmax; nullopt = accum (not cast).
@@ -48,14 +50,64 @@ struct PrecisionTraits {
   /// kFtz* bits of the formats that flush; 0 = flush_to_zero
   /// decides for all of them.
   uint32_t ftz_formats = 0;
+  /// Stages (SPEC 4.1). q_cast: the format Q (after its descale) is
+  /// rounded to before q.k; nullopt = not rounded.
+  std::optional<DType> q_cast;
+  /// q_cast is the call's kv format instead (ATTNCHECK_Q_CAST_KV; none
+  /// when that is f64). q_cast is then unset.
+  bool q_cast_kv = false;
+  /// The q.k sums; nullopt = accum.
+  std::optional<DType> score_accum;
+  /// Scale, max, exp, the sum l, the rescales; nullopt = accum.
+  std::optional<DType> softmax_accum;
+  /// The P.V accumulator, its rescales, the final division; nullopt = accum.
+  std::optional<DType> pv_accum;
 
   /// The format S is rounded to before softmax.
   DType s_cast_format() const { return s_cast.value_or(accum); }
-  /// Whether the format of kFtz* bit `which` flushes.
+  DType score_format() const { return score_accum.value_or(accum); }
+  DType softmax_format() const { return softmax_accum.value_or(accum); }
+  DType pv_format() const { return pv_accum.value_or(accum); }
+  /// The format Q is rounded to in a call whose K/V are in `kv`; nullopt
+  /// when Q is not rounded.
+  std::optional<DType> q_cast_format(DType kv) const {
+    if (q_cast_kv) return kv == DType::f64 ? std::nullopt : std::optional<DType>(kv);
+    return q_cast;
+  }
+  /// Whether the format of kFtz* bit `which` flushes. pv_accum flushes
+  /// where kFtzPvAccum says when it is declared, else as accum does.
   bool flushes(uint32_t which) const {
+    if (which == kFtzPvAccum && !pv_accum) which = kFtzAccum;
     return ftz_formats ? (ftz_formats & which) != 0 : flush_to_zero;
   }
+  /// Whether any stage is declared.
+  bool has_stages() const {
+    return q_cast || q_cast_kv || score_accum || softmax_accum || pv_accum;
+  }
 };
+
+/// One dispatch path of a kernel (SPEC 4.1): a named precision. A call
+/// that names its path is judged by that path's precision.
+struct ImplPath {
+  std::string name;  ///< [a-z0-9_.-]+, unique among the implementation's paths
+  PrecisionTraits precision;
+};
+
+/// The first component in which `tight` is tighter than `loose` (a smaller
+/// unit roundoff in a stage, fewer exp ulps, fewer rescales, fewer flushing
+/// formats), as a phrase; "" when `loose` is at least as loose in every
+/// one (core/precision.cpp).
+std::string tighter_component(const PrecisionTraits& loose, const PrecisionTraits& tight);
+
+/// The loosest of two precisions, component by component, for calls whose
+/// K/V are in `kv` (q_cast_kv is resolved to it): a precision at least as
+/// loose as both, which judges two calls that took different paths
+/// together (core/precision.cpp).
+PrecisionTraits loosest(const PrecisionTraits& a, const PrecisionTraits& b, DType kv);
+
+/// The tightest of two precisions, component by component, for calls whose
+/// K/V are in `kv`: no call of either path is judged more tightly.
+PrecisionTraits tightest(const PrecisionTraits& a, const PrecisionTraits& b, DType kv);
 
 /// A combination of formats an implementation supports: q, k / v, and the
 /// output (out, dout and the gradients).
@@ -100,6 +152,9 @@ struct ImplInfo {
   /// Every supported combination of formats; empty: {d, d, d} for each
   /// dtypes bit, as before version 2.
   std::vector<DTypeCombo> combos;
+  /// The dispatch paths (SPEC 4.1); `precision` is at least as loose as
+  /// each of theirs. Empty: one arithmetic.
+  std::vector<ImplPath> paths;
 
   bool has(Features f) const { return (features & f) == f; }
   bool supports(DType d) const { return (dtypes & dtype_bit(d)) != 0; }
@@ -124,6 +179,15 @@ struct ImplInfo {
     return std::find(combos.begin(), combos.end(), c) != combos.end();
   }
 };
+
+/// The precision a call that took path `path` (ForwardResult::path) is
+/// judged by: that path's, or the declaration's own for -1 (or an index
+/// the declaration does not have, which the loaders refuse before).
+inline const PrecisionTraits& precision_of(const ImplInfo& info, int path) {
+  if (path >= 0 && static_cast<size_t>(path) < info.paths.size())
+    return info.paths[static_cast<size_t>(path)].precision;
+  return info.precision;
+}
 
 /// The formats a problem uses: {q, k / v, output}.
 inline DTypeCombo combo_of(const Problem& p) {
@@ -166,6 +230,9 @@ struct ForwardResult {
   std::vector<double> out;      ///< [b][h][tq][dv]
   std::vector<double> weights;  ///< [b][h][tq][tk], empty if not returned
   std::vector<double> lse;      ///< [b][h][tq], empty if not returned
+  /// The index into info().paths of the path this call took; -1 = not
+  /// said (judged by info().precision).
+  int path = -1;
 
   static ForwardResult failure(std::string message) {
     ForwardResult r;

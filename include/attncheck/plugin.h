@@ -83,6 +83,18 @@ extern "C" {
                                           results, P, the products p_j v_j */
 #define ATTNCHECK_FTZ_P_CAST (1u << 1) /* P's, after its cast */
 #define ATTNCHECK_FTZ_OUT    (1u << 2) /* the output's */
+#define ATTNCHECK_FTZ_PV_ACCUM (1u << 3) /* pv_accum's (precision by stage,
+                                            below), when declared */
+
+/* Precision by stage (SPEC 4.1), appended to version 2: a descriptor built
+   against an older version 2 header has a smaller struct_size, and the
+   harness reads these fields only where struct_size covers them. */
+#define ATTNCHECK_STAGE_Q_CAST        (1u << 0)
+#define ATTNCHECK_STAGE_SCORE_ACCUM   (1u << 1)
+#define ATTNCHECK_STAGE_SOFTMAX_ACCUM (1u << 2)
+#define ATTNCHECK_STAGE_PV_ACCUM      (1u << 3)
+/* q_cast: Q rounded to the call's kv_dtype (none when that is F64). */
+#define ATTNCHECK_Q_CAST_KV 8u
 
 typedef struct attncheck_problem {
   uint32_t abi_version;             /* ATTNCHECK_ABI_VERSION */
@@ -182,6 +194,33 @@ typedef struct attncheck_limits {   /* 0 = no limit */
   uint32_t dv_equals_dk;            /* 1 if dv must equal dk */
 } attncheck_limits;
 
+/* The format of each stage of the arithmetic (SPEC 4.1). A field whose
+   bit is clear in `set` is precision.accum (q_cast: Q is not rounded), so
+   a zero-filled struct means what a descriptor without stages means. */
+typedef struct attncheck_stages {
+  uint32_t set;                     /* ATTNCHECK_STAGE_* of the fields below
+                                       that are declared */
+  uint32_t q_cast;                  /* Q, after its descale, rounded before
+                                       q.k: a dtype or ATTNCHECK_Q_CAST_KV */
+  uint32_t score_accum;             /* the q.k sums */
+  uint32_t softmax_accum;           /* scale, max, exp, the sum l, the
+                                       rescales of an online softmax;
+                                       exp_ulps counts its ulps */
+  uint32_t pv_accum;                /* the P.V accumulator, its rescales and
+                                       the final division */
+} attncheck_stages;
+
+/* One dispatch path of a kernel (SPEC 4.1): a named precision. */
+typedef struct attncheck_path {
+  uint32_t struct_size;             /* sizeof(attncheck_path) as compiled:
+                                       the stride of the paths array */
+  const char* name;                 /* [a-z0-9_.-]+, unique in the descriptor */
+  attncheck_precision precision;
+  uint32_t s_cast;                  /* as the descriptor's */
+  uint32_t ftz_formats;             /* as the descriptor's */
+  attncheck_stages stages;
+} attncheck_path;
+
 /* One supported combination of formats (version 2). */
 typedef struct attncheck_dtype_combo {
   uint32_t q_dtype;                 /* format of q */
@@ -218,6 +257,18 @@ typedef struct attncheck_impl {
   const attncheck_dtype_combo* combos; /* every supported {q, kv, out}; with
                                        combos, dtypes must be 0 or the formats
                                        d whose {d, d, d} is listed */
+  /* appended to version 2 (precision by stage and by path, SPEC 4.1);
+     read only where struct_size covers them */
+  attncheck_stages stages;          /* of the descriptor's own precision */
+  uint32_t n_paths;                 /* entries of paths */
+  const attncheck_path* paths;      /* or NULL. The descriptor's own
+                                       precision must be as loose as every
+                                       path's in every component: a call
+                                       that names no path is judged by it */
+  int32_t (*last_path)(void* ctx);  /* or NULL: the index into paths of the
+                                       path the latest forward on ctx took,
+                                       -1 = not said; called after each
+                                       forward that returns ATTNCHECK_OK */
 } attncheck_impl;
 
 /* The one symbol a plugin exports. */

@@ -216,7 +216,26 @@ ABI_ASSERT(impl_s_cast, offsetof(attncheck_impl, s_cast) == 140);
 ABI_ASSERT(impl_ftz_formats, offsetof(attncheck_impl, ftz_formats) == 144);
 ABI_ASSERT(impl_n_combos, offsetof(attncheck_impl, n_combos) == 148);
 ABI_ASSERT(impl_combos, offsetof(attncheck_impl, combos) == 152);
-ABI_ASSERT(impl_size, sizeof(attncheck_impl) == 160);
+/* Appended to version 2 (precision by stage and by path): the first
+   version 2 layout ended at 160, where the stages begin. */
+ABI_ASSERT(impl_stages, offsetof(attncheck_impl, stages) == 160);
+ABI_ASSERT(impl_n_paths, offsetof(attncheck_impl, n_paths) == 180);
+ABI_ASSERT(impl_paths, offsetof(attncheck_impl, paths) == 184);
+ABI_ASSERT(impl_last_path, offsetof(attncheck_impl, last_path) == 192);
+ABI_ASSERT(impl_size, sizeof(attncheck_impl) == 200);
+ABI_ASSERT(stages_set, offsetof(attncheck_stages, set) == 0);
+ABI_ASSERT(stages_q_cast, offsetof(attncheck_stages, q_cast) == 4);
+ABI_ASSERT(stages_score_accum, offsetof(attncheck_stages, score_accum) == 8);
+ABI_ASSERT(stages_softmax_accum, offsetof(attncheck_stages, softmax_accum) == 12);
+ABI_ASSERT(stages_pv_accum, offsetof(attncheck_stages, pv_accum) == 16);
+ABI_ASSERT(stages_size, sizeof(attncheck_stages) == 20);
+ABI_ASSERT(path_struct_size, offsetof(attncheck_path, struct_size) == 0);
+ABI_ASSERT(path_name, offsetof(attncheck_path, name) == 8);
+ABI_ASSERT(path_precision, offsetof(attncheck_path, precision) == 16);
+ABI_ASSERT(path_s_cast, offsetof(attncheck_path, s_cast) == 40);
+ABI_ASSERT(path_ftz_formats, offsetof(attncheck_path, ftz_formats) == 44);
+ABI_ASSERT(path_stages, offsetof(attncheck_path, stages) == 48);
+ABI_ASSERT(path_size, sizeof(attncheck_path) == 72);
 #endif
 
 /* The function types a plugin defines must match the descriptor's, in both
@@ -242,7 +261,8 @@ static const attncheck_impl kImpl = {ATTNCHECK_ABI_VERSION, "c_abi_test", 1u << 
                                      {ATTNCHECK_F64, ATTNCHECK_F64, 0, 0, 0},
                                      {0, 0, 0, 0, 0, 0, 0}, forward, NULL, NULL,
                                      sizeof(attncheck_impl), ATTNCHECK_F64,
-                                     ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_OUT, 1u, kCombos};
+                                     ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_OUT, 1u, kCombos,
+                                     {0, 0, 0, 0, 0}, 0u, NULL, NULL};
 
 static const attncheck_v1_impl kImplV1 = {ATTNCHECK_V1_ABI_VERSION, "c_abi_test_v1",
                                           1u << ATTNCHECK_F64, 0u, ATTNCHECK_EMPTY_ROW_ERROR,

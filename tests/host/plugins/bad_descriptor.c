@@ -57,7 +57,7 @@ static const attncheck_dtype_combo kCombos[] = {{ATTNCHECK_F64, ATTNCHECK_F64, A
 #endif
 #define DESCRIPTOR(abi, name)                                                                \
   {abi, name, DTYPES, FEATURES, ATTNCHECK_EMPTY_ROW_ERROR, {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, \
-   {0, 0, 0, 0, 0, 0, 0}, forward, 0, 0, STRUCT_SIZE, ATTNCHECK_F64, 0u, COMBOS}
+   {0, 0, 0, 0, 0, 0, 0}, forward, 0, 0, STRUCT_SIZE, ATTNCHECK_F64, 0u, COMBOS, {0, 0, 0, 0, 0}, 0, 0, 0}
 #else
 #define DESCRIPTOR(abi, name)                                                                \
   {abi, name, DTYPES, FEATURES, ATTNCHECK_EMPTY_ROW_ERROR, {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, \

@@ -22,7 +22,7 @@ static int forks(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
 static const attncheck_impl kForker[] = {
     {ATTNCHECK_ABI_VERSION, "forks_on_three_keys", 1u << ATTNCHECK_F64, FORKER_FEATURES,
      ATTNCHECK_EMPTY_ROW_ZERO, {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 0},
-     forks, NULL, NULL, sizeof(attncheck_impl), ATTNCHECK_F64, 0u, 0u, NULL},
+     forks, NULL, NULL, sizeof(attncheck_impl), ATTNCHECK_F64, 0u, 0u, NULL, {0, 0, 0, 0, 0}, 0u, NULL, NULL},
 };
 
 #if defined(__GNUC__)

@@ -58,7 +58,7 @@ static int scribbles(void* ctx, const attncheck_problem* p, attncheck_outputs* o
 #define HOSTILE(name, fn)                                                                     \
   {ATTNCHECK_ABI_VERSION, name, 1u << ATTNCHECK_F64, HOSTILE_FEATURES, ATTNCHECK_EMPTY_ROW_ZERO, \
    {ATTNCHECK_F64, ATTNCHECK_F64, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 0}, fn, NULL, NULL,                \
-   sizeof(attncheck_impl), ATTNCHECK_F64, 0u, 0u, NULL}
+   sizeof(attncheck_impl), ATTNCHECK_F64, 0u, 0u, NULL, {0, 0, 0, 0, 0}, 0u, NULL, NULL}
 
 static const attncheck_impl kHostile[] = {
     HOSTILE("crashes_on_three_keys", crashes), HOSTILE("aborts_on_wide_heads", aborts),
