@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/text.h"
+#include "host/descriptor_validation.h"
 
 namespace attncheck::host_detail {
 namespace {
@@ -42,8 +43,28 @@ Shape broadcast_strides(const Broadcast<T>& m, int64_t tq, int64_t tk) {
   return {m.batch == 1 ? 0 : m.heads * tq * tk, m.heads == 1 ? 0 : tq * tk, tk, 1};
 }
 
-template <typename Descriptor>
-PrecisionTraits precision_of(const Descriptor& d) {
+// The stages a version 2 descriptor or path declares (SPEC 4.1): a field
+// whose bit is clear stays unset (accum; q_cast: Q not rounded), so a
+// zero-filled attncheck_stages is the version 1 reading.
+void read_stages(const attncheck_stages& s, PrecisionTraits& t) {
+  if (s.set & ATTNCHECK_STAGE_Q_CAST) {
+    if (s.q_cast == ATTNCHECK_Q_CAST_KV) {
+      t.q_cast_kv = true;
+    } else {
+      t.q_cast = static_cast<DType>(s.q_cast);
+    }
+  }
+  if (s.set & ATTNCHECK_STAGE_SCORE_ACCUM) t.score_accum = static_cast<DType>(s.score_accum);
+  if (s.set & ATTNCHECK_STAGE_SOFTMAX_ACCUM)
+    t.softmax_accum = static_cast<DType>(s.softmax_accum);
+  if (s.set & ATTNCHECK_STAGE_PV_ACCUM) t.pv_accum = static_cast<DType>(s.pv_accum);
+}
+
+// The precision of a descriptor of either version or of a path: their
+// version 2 parts (s_cast, ftz_formats, stages) have the same names.
+// `stages` is NULL where a descriptor's struct_size does not cover them.
+template <typename Declaration>
+PrecisionTraits precision_of(const Declaration& d, const attncheck_stages* stages) {
   const auto& p = d.precision;
   PrecisionTraits t;
   t.accum = static_cast<DType>(p.accum);
@@ -53,11 +74,16 @@ PrecisionTraits precision_of(const Descriptor& d) {
   t.key_block = p.key_block;
   t.s_cast = t.accum;
   uint32_t ftz = 0;
-  if constexpr (std::is_same_v<Descriptor, attncheck_impl>) {
+  if constexpr (!std::is_same_v<Declaration, attncheck_v1_impl>) {
     t.s_cast = static_cast<DType>(d.s_cast);
     ftz = d.ftz_formats;
   }
-  t.ftz_formats = ftz ? ftz : t.flush_to_zero ? kFtzAccum | kFtzPCast | kFtzOut : 0;
+  if (stages) read_stages(*stages, t);
+  // flush_to_zero alone flushes every format: pv_accum's too when it is
+  // declared (undeclared, it flushes as accum does and needs no bit, so a
+  // declaration without stages keeps its bits).
+  const uint32_t every = kFtzAccum | kFtzPCast | kFtzOut | (t.pv_accum ? kFtzPvAccum : 0u);
+  t.ftz_formats = ftz ? ftz : t.flush_to_zero ? every : 0;
   return t;
 }
 
@@ -92,7 +118,7 @@ std::vector<DTypeCombo> combos_of(const Descriptor& d) {
 }
 
 template <typename Descriptor>
-ImplInfo info_of(const Descriptor& d, const std::string& origin) {
+ImplInfo common_info_of(const Descriptor& d, const std::string& origin) {
   ImplInfo info;
   info.name = d.name;
   info.kind = Kind::plugin;
@@ -100,14 +126,59 @@ ImplInfo info_of(const Descriptor& d, const std::string& origin) {
   info.dtypes = uniform_dtypes(info.combos);
   info.features = d.features;
   info.empty_rows = static_cast<EmptyRowPolicy>(d.empty_rows);
-  info.precision = precision_of(d);
+  info.precision = declared_precision(d);
   info.limits = limits_of(d.limits);
   info.description = "from " + origin;
   info.origin = origin;
   return info;
 }
 
+ImplInfo info_of(const attncheck_v1_impl& d, const std::string& origin) {
+  return common_info_of(d, origin);
+}
+
+ImplInfo info_of(const attncheck_impl& d, const std::string& origin) {
+  ImplInfo info = common_info_of(d, origin);
+  for (const attncheck_path& p : declared_paths(d)) {
+    ImplPath path;
+    path.name = p.name ? p.name : "";
+    path.precision = declared_precision(p);
+    info.paths.push_back(std::move(path));
+  }
+  return info;
+}
+
 }  // namespace
+
+PrecisionTraits declared_precision(const attncheck_v1_impl& d) {
+  return precision_of(d, nullptr);
+}
+
+PrecisionTraits declared_precision(const attncheck_impl& d) {
+  const bool staged = covers(d, offsetof(attncheck_impl, stages), sizeof d.stages);
+  return precision_of(d, staged ? &d.stages : nullptr);
+}
+
+PrecisionTraits declared_precision(const attncheck_path& p) {
+  // A path is at least its first layout (validation), which has stages.
+  return precision_of(p, &p.stages);
+}
+
+std::vector<attncheck_path> declared_paths(const attncheck_impl& d) {
+  std::vector<attncheck_path> paths;
+  if (!covers(d, offsetof(attncheck_impl, paths), sizeof d.paths) || d.n_paths == 0 || !d.paths)
+    return paths;
+  const auto* base = reinterpret_cast<const unsigned char*>(d.paths);
+  uint32_t stride = 0;
+  std::memcpy(&stride, base + offsetof(attncheck_path, struct_size), sizeof stride);
+  if (stride < kFirstPathSize || stride > kMaxStructSize) return paths;
+  for (uint32_t k = 0; k < d.n_paths; ++k) {
+    attncheck_path p{};
+    std::memcpy(&p, base + size_t{k} * stride, std::min<size_t>(stride, sizeof p));
+    paths.push_back(p);
+  }
+  return paths;
+}
 
 std::vector<DTypeCombo> declared_combos(const attncheck_impl& d) { return combos_of(d); }
 std::vector<DTypeCombo> declared_combos(const attncheck_v1_impl& d) { return combos_of(d); }

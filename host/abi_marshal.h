@@ -48,11 +48,38 @@ std::vector<DTypeCombo> declared_combos(const attncheck_v1_impl& d);
 /// The formats d with {d, d, d} among combos, as dtypes bits.
 uint32_t uniform_dtypes(const std::vector<DTypeCombo>& combos);
 
+/// Whether a version 2 descriptor's struct_size covers the appended field
+/// at `offset` of `size` bytes (SPEC 5.1: an appended field is read only
+/// where it does; the loader also zero-fills what a shorter descriptor
+/// lacks). E.g. covers(d, offsetof(attncheck_impl, stages), sizeof d.stages).
+inline bool covers(const attncheck_impl& d, size_t offset, size_t size) {
+  return d.struct_size >= offset + size;
+}
+
+/// The paths of a version 2 descriptor (SPEC 4.1), each copied at the
+/// stride of paths[0].struct_size into a zero-initialised attncheck_path,
+/// so the fields a path built against an older header lacks read as zero.
+/// Empty when struct_size does not cover paths, n_paths is 0 or paths is
+/// NULL; also when paths[0].struct_size is outside kFirstPathSize ..
+/// kMaxStructSize, which validation refuses first.
+std::vector<attncheck_path> declared_paths(const attncheck_impl& d);
+
+/// The precision a version 2 descriptor or one of its paths declares, read
+/// the same way for both: precision, s_cast, ftz_formats and the stages
+/// (a stage whose bit is clear stays unset, q_cast ATTNCHECK_Q_CAST_KV is
+/// q_cast_kv). flush_to_zero without ftz_formats becomes the explicit bits
+/// of every format it flushes (pv_accum's when pv_accum is declared).
+PrecisionTraits declared_precision(const attncheck_impl& d);
+PrecisionTraits declared_precision(const attncheck_path& p);
+/// A version 1 descriptor's: S not cast, no stages.
+PrecisionTraits declared_precision(const attncheck_v1_impl& d);
+
 /// What a valid descriptor declares, as the harness's ImplInfo (kind
 /// plugin, origin and description naming `origin`). A version 1 descriptor
 /// is widened to the version 2 model: S is not cast (s_cast = accum),
 /// flush_to_zero speaks for every format, and the dtypes bits are the
-/// combinations {d, d, d}.
+/// combinations {d, d, d}. A version 2 descriptor's paths become
+/// ImplInfo::paths, each read as declared_precision reads the descriptor.
 ImplInfo declared_info(const attncheck_impl& d, const std::string& origin);
 ImplInfo declared_info(const attncheck_v1_impl& d, const std::string& origin);
 

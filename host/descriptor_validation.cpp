@@ -1,14 +1,19 @@
 // The checks of SPEC 5.1 on one plugin descriptor, of either ABI version
 // (validate_plugin_descriptor of host/plugin_loader.h): every field a
 // call or the harness reads is known and sane before the descriptor
-// becomes an implementation.
+// becomes an implementation, including the stages and paths appended to
+// version 2 (SPEC 4.1) where its struct_size covers them.
 
 #include "host/descriptor_validation.h"
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <string_view>
 #include <utility>
 
@@ -25,7 +30,10 @@ using host_detail::Abi;
 
 constexpr uint32_t kKnownDtypes =
     (1u << ATTNCHECK_F64) | (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_BF16) | (1u << ATTNCHECK_F16);
-constexpr uint32_t kKnownFtz = ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_P_CAST | ATTNCHECK_FTZ_OUT;
+constexpr uint32_t kKnownFtz =
+    ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_P_CAST | ATTNCHECK_FTZ_OUT | ATTNCHECK_FTZ_PV_ACCUM;
+constexpr uint32_t kKnownStages = ATTNCHECK_STAGE_Q_CAST | ATTNCHECK_STAGE_SCORE_ACCUM |
+                                  ATTNCHECK_STAGE_SOFTMAX_ACCUM | ATTNCHECK_STAGE_PV_ACCUM;
 // A bound that only a garbage descriptor exceeds.
 constexpr uint32_t kMaxCombos = 256;
 
@@ -67,6 +75,120 @@ std::string format_defect(uint32_t code, uint32_t version, FormatField field) {
       code, name);
 }
 
+using Fail = std::function<void(const std::string&)>;
+
+// What is wrong with a q_cast code (SPEC 4.1), or "": a float format, or
+// ATTNCHECK_Q_CAST_KV. Q8_0 (6) comes with block-quantized K/V and Q4_0 (7)
+// is never one.
+std::string q_cast_defect(uint32_t code) {
+  if (code == ATTNCHECK_Q_CAST_KV) return "";
+  if (code == 6) {
+    return "6 (Q8_0) is not taken by this attncheck yet (it comes with block-quantized K/V): "
+           "use a float format or ATTNCHECK_Q_CAST_KV";
+  }
+  if (code == 7) return "7 (Q4_0) is never a q_cast: use a float format or ATTNCHECK_Q_CAST_KV";
+  if (code > ATTNCHECK_E5M2) {
+    return fmt::format("{} is no dtype (q_cast takes a float format or ATTNCHECK_Q_CAST_KV)",
+                       code);
+  }
+  return "";
+}
+
+// The checks of a version 2 precision, the descriptor's own or a path's:
+// the same fields with the same rules, each defect reported through `fail`
+// with the field's name.
+template <typename Declaration>
+void validate_precision(const Declaration& d, const Fail& fail) {
+  using enum FormatField;
+  if (const std::string e = format_defect(d.precision.accum, 2, other); !e.empty())
+    fail("precision.accum " + e);
+  if (const std::string e = format_defect(d.precision.p_cast, 2, cast); !e.empty())
+    fail("precision.p_cast " + e);
+  if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
+  if (d.precision.key_block < 0) fail("precision.key_block is negative");
+  if (const std::string e = format_defect(d.s_cast, 2, cast); !e.empty()) fail("s_cast " + e);
+  if (d.ftz_formats & ~kKnownFtz)
+    fail(fmt::format("unknown ftz_formats bits {:#x}", d.ftz_formats & ~kKnownFtz));
+}
+
+// The checks of a stages struct (SPEC 4.1 and 5.1): known bits, and each
+// declared stage's format: q_cast a float format or ATTNCHECK_Q_CAST_KV;
+// every accumulation f64, f32, bf16 or f16 (an fp8 accumulation's u is past
+// the first-order limit). A field whose bit is clear is not read.
+void validate_stages(const attncheck_stages& s, const Fail& fail) {
+  if (s.set & ~kKnownStages)
+    fail(fmt::format("unknown stages.set bits {:#x}", s.set & ~kKnownStages));
+  if (s.set & ATTNCHECK_STAGE_Q_CAST) {
+    if (const std::string e = q_cast_defect(s.q_cast); !e.empty()) fail("stages.q_cast " + e);
+  }
+  const std::tuple<uint32_t, const char*, uint32_t> accums[] = {
+      {ATTNCHECK_STAGE_SCORE_ACCUM, "score_accum", s.score_accum},
+      {ATTNCHECK_STAGE_SOFTMAX_ACCUM, "softmax_accum", s.softmax_accum},
+      {ATTNCHECK_STAGE_PV_ACCUM, "pv_accum", s.pv_accum}};
+  for (const auto& [bit, field, code] : accums) {
+    if (!(s.set & bit)) continue;
+    if (const std::string e = format_defect(code, 2, FormatField::other); !e.empty())
+      fail(fmt::format("stages.{} {}", field, e));
+  }
+}
+
+// The paths of a version 2 descriptor whose struct_size covers them (SPEC
+// 4.1 and 5.1): a plausible count, an array at a stride no smaller than the
+// first attncheck_path layout, names valid and unique, each path's
+// precision valid like the descriptor's and no looser than the
+// descriptor's own in any component. `where` names the descriptor.
+void validate_paths(const attncheck_impl& d, const std::string& where) {
+  const auto fail = [&](const std::string& what) { throw InputError(where + ": " + what); };
+  if (d.n_paths > host_detail::kMaxPaths)
+    fail(fmt::format("implausible n_paths {} (at most {})", d.n_paths, host_detail::kMaxPaths));
+  if (d.n_paths == 0) return;
+  if (!d.paths) fail(fmt::format("n_paths is {} but paths is NULL", d.n_paths));
+  const uint32_t stride = d.paths[0].struct_size;
+  if (stride < host_detail::kFirstPathSize) {
+    fail(fmt::format(
+        "paths[0].struct_size is {}, smaller than attncheck_path ({} bytes): set it to "
+        "sizeof(attncheck_path)",
+        stride, host_detail::kFirstPathSize));
+  }
+  if (stride > host_detail::kMaxStructSize)
+    fail(fmt::format("paths[0]: implausible struct_size {}", stride));
+  const auto* base = reinterpret_cast<const unsigned char*>(d.paths);
+  for (uint32_t k = 1; k < d.n_paths; ++k) {
+    uint32_t size = 0;
+    std::memcpy(&size, base + size_t{k} * stride, sizeof size);
+    if (size != stride) {
+      fail(fmt::format("paths[{}].struct_size is {}, but paths[0]'s is {} (the array stride)", k,
+                       size, stride));
+    }
+  }
+  const std::vector<attncheck_path> paths = host_detail::declared_paths(d);
+  const PrecisionTraits own = host_detail::declared_precision(d);
+  std::map<std::string, uint32_t> seen;
+  for (uint32_t k = 0; k < paths.size(); ++k) {
+    const attncheck_path& p = paths[k];
+    std::string path_where = fmt::format("paths[{}]", k);
+    const auto path_fail = [&](const std::string& what) { fail(path_where + ": " + what); };
+    if (!p.name) path_fail("name is NULL");
+    const auto name = bounded_string(p.name);
+    if (!name) path_fail("name is longer than 255 characters");
+    if (!valid_impl_name(*name))
+      path_fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", printable(*name)));
+    path_where += fmt::format(" (path '{}')", *name);
+    if (const auto [it, fresh] = seen.emplace(*name, k); !fresh)
+      path_fail(fmt::format("paths[{}] has the same name", it->second));
+    validate_precision(p, path_fail);
+    validate_stages(p.stages, path_fail);
+    const std::string tighter = tighter_component(own, host_detail::declared_precision(p));
+    if (!tighter.empty()) {
+      path_fail(fmt::format(
+          "the descriptor's own precision is tighter than this path's ({}): it must be the "
+          "loosest, since a call that names no path, and older harnesses, judge by the "
+          "descriptor alone",
+          tighter));
+    }
+  }
+}
+
 template <uint32_t version>
 void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t index,
                          const std::string& origin) {
@@ -83,11 +205,11 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
   }
   bool has_combos = false;
   if constexpr (version >= 2) {
-    if (d.struct_size < sizeof(attncheck_impl)) {
+    if (d.struct_size < host_detail::kFirstV2ImplSize) {
       fail(fmt::format(
           "struct_size is {}, smaller than version 2's attncheck_impl ({} bytes): set it to "
           "sizeof(attncheck_impl)",
-          d.struct_size, sizeof(attncheck_impl)));
+          d.struct_size, host_detail::kFirstV2ImplSize));
     }
     has_combos = d.n_combos > 0;
   }
@@ -114,12 +236,16 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
                     d.empty_rows));
   }
   using enum FormatField;
-  if (const std::string e = format_defect(d.precision.accum, version, other); !e.empty())
-    fail("precision.accum " + e);
-  if (const std::string e = format_defect(d.precision.p_cast, version, cast); !e.empty())
-    fail("precision.p_cast " + e);
-  if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
-  if (d.precision.key_block < 0) fail("precision.key_block is negative");
+  if constexpr (version >= 2) {
+    validate_precision(d, fail);
+  } else {
+    if (const std::string e = format_defect(d.precision.accum, version, other); !e.empty())
+      fail("precision.accum " + e);
+    if (const std::string e = format_defect(d.precision.p_cast, version, cast); !e.empty())
+      fail("precision.p_cast " + e);
+    if (d.precision.flush_to_zero > 1) fail("precision.flush_to_zero must be 0 or 1");
+    if (d.precision.key_block < 0) fail("precision.key_block is negative");
+  }
   const auto& l = d.limits;
   const std::pair<const char*, int64_t> limits[] = {
       {"max_tq", l.max_tq}, {"max_tk", l.max_tk}, {"max_batch_heads", l.max_batch_heads},
@@ -132,10 +258,6 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
   }
   if (l.dv_equals_dk > 1) fail("limits.dv_equals_dk must be 0 or 1");
   if constexpr (version >= 2) {
-    if (const std::string e = format_defect(d.s_cast, version, cast); !e.empty())
-      fail("s_cast " + e);
-    if (d.ftz_formats & ~kKnownFtz)
-      fail(fmt::format("unknown ftz_formats bits {:#x}", d.ftz_formats & ~kKnownFtz));
     if (d.n_combos > kMaxCombos) fail(fmt::format("implausible n_combos {}", d.n_combos));
     if (d.n_combos > 0 && !d.combos)
       fail(fmt::format("n_combos is {} but combos is NULL", d.n_combos));
@@ -158,6 +280,12 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
             d.dtypes, uniform));
       }
     }
+    // Appended to version 2 (SPEC 4.1): read only where struct_size covers
+    // them (the loader zero-fills the rest: no stages, no paths).
+    if (host_detail::covers(d, offsetof(attncheck_impl, stages), sizeof d.stages))
+      validate_stages(d.stages, fail);
+    if (host_detail::covers(d, offsetof(attncheck_impl, paths), sizeof d.paths))
+      validate_paths(d, where);
   }
 }
 

@@ -1,10 +1,12 @@
 // A plugin's descriptor as an Implementation (make_plugin_impl of
 // host/plugin_loader.h): each call marshals the problem into the C ABI
 // of the descriptor's version, hands the plugin guarded buffers, checks
-// what it wrote and maps its return code.
+// what it wrote and maps its return code, and after a successful forward
+// asks the plugin which of its paths the call took.
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -83,6 +85,7 @@ class PluginImpl : public Implementation {
     r.out = out.values();
     if (weights) r.weights = weights->values();
     if (lse) r.lse = lse->values();
+    r.path = last_path();
     return r;
   }
 
@@ -158,6 +161,32 @@ class PluginImpl : public Implementation {
   }
 
  private:
+  // SPEC 4.1 and 5.1: after a forward that returned ATTNCHECK_OK, the path
+  // that call took, asked of the descriptor's last_path (with the mutex
+  // still held: "the latest forward on ctx" is this one); -1 when the
+  // descriptor has no last_path (or its struct_size does not reach it). An
+  // answer outside -1 .. n_paths - 1 is an error of the call.
+  int last_path() const {
+    if constexpr (Version >= 2) {
+      if (!host_detail::covers(desc_, offsetof(attncheck_impl, last_path),
+                               sizeof desc_.last_path) ||
+          !desc_.last_path) {
+        return -1;
+      }
+      const int32_t path = desc_.last_path(desc_.ctx);
+      const auto n = static_cast<int64_t>(info_.paths.size());
+      if (path < -1 || path >= n) {
+        throw PluginContractError(fmt::format(
+            "{} returned {} from last_path, which is outside -1 .. {} (the index into its {} "
+            "paths of the path the latest forward took, -1 = not said)",
+            who_, path, n - 1, n));
+      }
+      return path;
+    } else {
+      return -1;
+    }
+  }
+
   // SPEC 5.1: the harness never hands an implementation a version 2 part it
   // did not declare, and a version 1 plugin none at all (its problem has no
   // field for it).

@@ -1,7 +1,9 @@
 // Loading plugins in this process (host/plugin_loader.h): the shared
 // object opened with dlopen, its descriptor array read at the stride of its
-// ABI version, each descriptor validated and wrapped, and the names of all
-// the plugins' implementations kept unique.
+// ABI version (version 2: its struct_size, any size from the first version
+// 2 layout up, the fields a shorter descriptor lacks read as zero), each
+// descriptor validated and wrapped, and the names of all the plugins'
+// implementations kept unique.
 
 #include "host/plugin_loader.h"
 
@@ -52,8 +54,11 @@ std::vector<std::shared_ptr<const Implementation>> load_descriptors(
           "plugin share one ABI version)",
           path, i, version, Version));
     }
-    typename Abi<Version>::Descriptor d;
-    std::memcpy(&d, at, sizeof d);
+    // SPEC 5.1: later additions to version 2 only append. A descriptor
+    // built against an older header is shorter than ours: only its own
+    // bytes are read, and the fields it lacks stay zero (not declared).
+    typename Abi<Version>::Descriptor d{};
+    std::memcpy(&d, at, std::min(stride, sizeof d));
     if constexpr (Version >= 2) {
       if (d.struct_size != stride) {
         throw InputError(fmt::format(
@@ -120,11 +125,13 @@ std::vector<std::shared_ptr<const Implementation>> load_plugin(const std::string
   }
   uint32_t stride = 0;
   std::memcpy(&stride, descriptors + offsetof(attncheck_impl, struct_size), sizeof stride);
-  if (stride < sizeof(attncheck_impl)) {
+  // Any size from the first version 2 layout up: a plugin built against an
+  // older version 2 header keeps loading (SPEC 5.1).
+  if (stride < host_detail::kFirstV2ImplSize) {
     throw InputError(fmt::format(
         "{}: descriptor 0: struct_size is {}, smaller than version 2's attncheck_impl ({} "
         "bytes): set it to sizeof(attncheck_impl)",
-        path, stride, sizeof(attncheck_impl)));
+        path, stride, host_detail::kFirstV2ImplSize));
   }
   if (stride > host_detail::kMaxStructSize) {
     throw InputError(

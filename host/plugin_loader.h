@@ -38,15 +38,21 @@ class PluginContractError : public std::runtime_error {
 inline constexpr int64_t kPluginGuardElements = 64;
 
 /// Checks version 2 descriptor number `index` of the shared object `origin`
-/// against SPEC 5.1: abi_version 2 and a struct_size of at least
-/// sizeof(attncheck_impl), a valid name, dtypes and features of known bits
-/// only (at least one dtype or combination), a forward function (and a
-/// backward one when FEATURE_BACKWARD is declared), a known empty-row
-/// policy, known precision formats (accum: f64, f32, bf16 or f16; p_cast
-/// and s_cast: those or E4M3, never E5M2, whose u is past SPEC 4's
-/// first-order limit), known ftz_formats bits, sane limits, and combos of
-/// known formats (outputs never fp8) that agree with dtypes when both are
-/// given.
+/// against SPEC 5.1: abi_version 2 and a struct_size of at least the first
+/// version 2 layout (host_detail::kFirstV2ImplSize), a valid name, dtypes
+/// and features of known bits only (at least one dtype or combination), a
+/// forward function (and a backward one when FEATURE_BACKWARD is declared),
+/// a known empty-row policy, known precision formats (accum: f64, f32, bf16
+/// or f16; p_cast and s_cast: those or E4M3, never E5M2, whose u is past
+/// SPEC 4's first-order limit), known ftz_formats bits, sane limits, and
+/// combos of known formats (outputs never fp8) that agree with dtypes when
+/// both are given. Where struct_size covers them (SPEC 4.1): stages of known
+/// bits, a q_cast that is a float format or ATTNCHECK_Q_CAST_KV, every
+/// accumulation in f64, f32, bf16 or f16; at most kMaxPaths paths, an array
+/// when n_paths is not 0, each path's struct_size at least the first
+/// attncheck_path layout and equal to paths[0]'s, names valid and unique,
+/// each path's precision valid as the descriptor's is, and none looser
+/// than the descriptor's own in any component (tighter_component).
 /// Throws InputError with one line of the form
 /// "ORIGIN: descriptor I (name 'x'): what is wrong".
 void validate_plugin_descriptor(const attncheck_impl& d, size_t index, const std::string& origin);
@@ -70,7 +76,10 @@ void validate_plugin_descriptor(const attncheck_v1_impl& d, size_t index,
 /// abi_version 2, the formats, descales, sink and sequence layout filled,
 /// dsink asked for when there is a sink); a problem that needs a version 2
 /// part the descriptor does not declare (undeclared_v2_part) is refused
-/// with InputError before the plugin is called.
+/// with InputError before the plugin is called. After a forward that
+/// returns OK, a descriptor with last_path is asked which path the call
+/// took (ForwardResult::path); an answer outside -1 .. n_paths - 1 throws
+/// PluginContractError.
 std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_impl& d,
                                                        const std::string& origin,
                                                        std::shared_ptr<void> keep_alive = {});
@@ -88,7 +97,8 @@ std::shared_ptr<const Implementation> make_plugin_impl(const attncheck_v1_impl& 
 /// attncheck_plugin_impls and returns one implementation per descriptor, in
 /// the plugin's order. The array is read by its first descriptor's
 /// abi_version: version 1 at the stride sizeof(attncheck_v1_impl), version
-/// 2 at its struct_size. Throws InputError with one line naming the file
+/// 2 at its struct_size, any size from the first version 2 layout up (a
+/// shorter descriptor's missing fields read as zero). Throws InputError with one line naming the file
 /// and the problem: missing file, not a loadable shared object, missing
 /// symbol, no descriptors, an unknown abi_version, descriptors of mixed
 /// versions, a struct_size smaller than version 2's, an invalid

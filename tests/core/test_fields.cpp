@@ -364,10 +364,25 @@ TEST(Fields, TheCAbiDescriptorFillsItsImplInfoFields) {
   d.ftz_formats = ATTNCHECK_FTZ_OUT;
   d.n_combos = 2;
   d.combos = combos;
+  d.stages = {ATTNCHECK_STAGE_Q_CAST | ATTNCHECK_STAGE_SCORE_ACCUM |
+                  ATTNCHECK_STAGE_SOFTMAX_ACCUM | ATTNCHECK_STAGE_PV_ACCUM,
+              ATTNCHECK_F16, ATTNCHECK_F32, ATTNCHECK_F32, ATTNCHECK_F16};
+  attncheck_path path{};
+  path.struct_size = sizeof path;
+  path.name = "short";
+  path.precision = d.precision;
+  path.s_cast = d.s_cast;
+  d.n_paths = 1;
+  d.paths = &path;
   const ImplInfo info = host_detail::declared_info(d, "/plugins/every_field.so");
   const ImplInfo defaults;
+  // q_cast is a format or ATTNCHECK_Q_CAST_KV (q_cast_kv): one descriptor
+  // declares one of the two, a second the other.
+  d.stages.q_cast = ATTNCHECK_Q_CAST_KV;
+  const ImplInfo kv = host_detail::declared_info(d, "/plugins/every_field.so");
+  EXPECT_TRUE(kv.precision.q_cast_kv);
   const auto non_default = [](const Field& f, const auto& x, const auto& dflt) {
-    if (f.in(fields::kCAbi)) {
+    if (f.in(fields::kCAbi) && f.name != "q_cast_kv") {
       EXPECT_FALSE(same(x, dflt)) << "the descriptor left '" << f.name << "' at its default";
     }
   };

@@ -276,8 +276,10 @@ TEST(PluginDescriptor, VersionTwoFieldsAreChecked) {
   d.s_cast = ATTNCHECK_E5M2;
   EXPECT_NE(rejection(d).find("s_cast 5 is e5m2, an input format only"), std::string::npos);
   d = descriptor(0);
-  d.ftz_formats = 8;
-  EXPECT_NE(rejection(d).find("unknown ftz_formats bits 0x8"), std::string::npos);
+  d.ftz_formats = ATTNCHECK_FTZ_PV_ACCUM;  // known since precision by stage
+  EXPECT_EQ(rejection(d), "");
+  d.ftz_formats = 16 | ATTNCHECK_FTZ_PV_ACCUM;
+  EXPECT_NE(rejection(d).find("unknown ftz_formats bits 0x10"), std::string::npos);
   const attncheck_dtype_combo combos[] = {{ATTNCHECK_BF16, ATTNCHECK_BF16, ATTNCHECK_BF16},
                                           {ATTNCHECK_E4M3, ATTNCHECK_E5M2, ATTNCHECK_BF16},
                                           {ATTNCHECK_E4M3, 9, ATTNCHECK_F32},

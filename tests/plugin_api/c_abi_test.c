@@ -43,6 +43,18 @@ ABI_ASSERT(features_v2, ATTNCHECK_FEATURE_SINK == 32768u && ATTNCHECK_FEATURE_PA
                             ATTNCHECK_FEATURE_PAGED_KV == 131072u &&
                             ATTNCHECK_FEATURE_DESCALE == 262144u);
 ABI_ASSERT(ftz, ATTNCHECK_FTZ_ACCUM == 1u && ATTNCHECK_FTZ_P_CAST == 2u && ATTNCHECK_FTZ_OUT == 4u);
+/* Appended to version 2: precision by stage and by path (SPEC 4.1). */
+ABI_ASSERT(ftz_pv_accum, ATTNCHECK_FTZ_PV_ACCUM == 8u);
+ABI_ASSERT(stages, ATTNCHECK_STAGE_Q_CAST == 1u && ATTNCHECK_STAGE_SCORE_ACCUM == 2u &&
+                       ATTNCHECK_STAGE_SOFTMAX_ACCUM == 4u && ATTNCHECK_STAGE_PV_ACCUM == 8u);
+ABI_ASSERT(q_cast_kv, ATTNCHECK_Q_CAST_KV == 8u);
+/* The appended fields start where the first version 2 layout ended, on
+   every platform: a plugin built against that header has a struct_size of
+   offsetof(attncheck_impl, stages). */
+ABI_ASSERT(impl_appended_after_combos,
+           offsetof(attncheck_impl, stages) ==
+               offsetof(attncheck_impl, combos) + sizeof(const attncheck_dtype_combo*));
+ABI_ASSERT(path_size_first, offsetof(attncheck_path, struct_size) == 0);
 
 #if UINTPTR_MAX == 0xffffffffffffffffu
 /* ---- version 1, on the frozen header ---- */
@@ -256,13 +268,24 @@ static int forward_v1(void* ctx, const attncheck_v1_problem* p, attncheck_v1_out
 
 static const attncheck_dtype_combo kCombos[] = {{ATTNCHECK_E4M3, ATTNCHECK_E5M2, ATTNCHECK_BF16}};
 
+/* last_path's type, and a path, as a plugin writes them. */
+static int32_t last_path(void* ctx) {
+  (void)ctx;
+  return -1;
+}
+
+static const attncheck_path kPaths[] = {
+    {sizeof(attncheck_path), "only", {ATTNCHECK_F64, ATTNCHECK_F64, 0, 0, 0}, ATTNCHECK_F64, 0u,
+     {ATTNCHECK_STAGE_Q_CAST, ATTNCHECK_Q_CAST_KV, 0, 0, 0}}};
+
 static const attncheck_impl kImpl = {ATTNCHECK_ABI_VERSION, "c_abi_test", 1u << ATTNCHECK_F64,
                                      0u, ATTNCHECK_EMPTY_ROW_ERROR,
                                      {ATTNCHECK_F64, ATTNCHECK_F64, 0, 0, 0},
                                      {0, 0, 0, 0, 0, 0, 0}, forward, NULL, NULL,
                                      sizeof(attncheck_impl), ATTNCHECK_F64,
                                      ATTNCHECK_FTZ_ACCUM | ATTNCHECK_FTZ_OUT, 1u, kCombos,
-                                     {0, 0, 0, 0, 0}, 0u, NULL, NULL};
+                                     {ATTNCHECK_STAGE_Q_CAST, ATTNCHECK_Q_CAST_KV, 0, 0, 0}, 1u,
+                                     kPaths, last_path};
 
 static const attncheck_v1_impl kImplV1 = {ATTNCHECK_V1_ABI_VERSION, "c_abi_test_v1",
                                           1u << ATTNCHECK_F64, 0u, ATTNCHECK_EMPTY_ROW_ERROR,
@@ -288,7 +311,9 @@ int main(void) {
   const attncheck_impl* impls = list(&count);
   const attncheck_v1_impl* impls_v1 = list_v1(&count_v1);
   return count == 1 && impls[0].forward(impls[0].ctx, NULL, &o) == ATTNCHECK_UNSUPPORTED &&
-                 impls[0].combos[0].out_dtype == ATTNCHECK_BF16 && count_v1 == 1 &&
+                 impls[0].combos[0].out_dtype == ATTNCHECK_BF16 &&
+                 impls[0].paths[0].stages.q_cast == ATTNCHECK_Q_CAST_KV &&
+                 impls[0].last_path(impls[0].ctx) == -1 && count_v1 == 1 &&
                  impls_v1[0].forward(impls_v1[0].ctx, NULL, &o1) == ATTNCHECK_UNSUPPORTED
              ? 0
              : 1;
