@@ -30,10 +30,11 @@ std::span<const NamedBit> feature_table() {
 }
 
 std::span<const NamedBit> ftz_format_table() {
-  static constexpr std::array<NamedBit, 3> kTable = {{
+  static constexpr std::array<NamedBit, 4> kTable = {{
       {ATTNCHECK_FTZ_ACCUM, "ACCUM"},
       {ATTNCHECK_FTZ_P_CAST, "P_CAST"},
       {ATTNCHECK_FTZ_OUT, "OUT"},
+      {ATTNCHECK_FTZ_PV_ACCUM, "PV_ACCUM"},
   }};
   return kTable;
 }

@@ -22,7 +22,8 @@ struct NamedBit {
 /// Every ATTNCHECK_FEATURE_* bit with its name, in bit order.
 std::span<const NamedBit> feature_table();
 
-/// Every ATTNCHECK_FTZ_* bit with its name ("ACCUM", "P_CAST", "OUT").
+/// Every ATTNCHECK_FTZ_* bit with its name ("ACCUM", "P_CAST", "OUT",
+/// "PV_ACCUM").
 std::span<const NamedBit> ftz_format_table();
 
 /// The names of the bits set in `bits` under `table`, in bit order; a set

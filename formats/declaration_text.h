@@ -1,8 +1,9 @@
 #pragma once
 // describe's text: every field an implementation declares, a line each,
 // foreign text made printable (what a plugin author reads to see how the
-// descriptor was understood). `attncheck describe` and `list --verbose`
-// print it; its JSON form is implementation_json (formats/report.h).
+// descriptor was understood), the stages a precision declares and a line
+// per dispatch path. `attncheck describe` and `list --verbose` print it;
+// its JSON form is implementation_json (formats/report.h).
 
 #include <string>
 

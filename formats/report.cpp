@@ -11,6 +11,30 @@
 #include "attncheck/fixture.h"
 
 namespace attncheck {
+namespace {
+
+// A precision as implementation_json spells it: the version 1 and 2
+// traits, then the stages (SPEC 4.1), null where not declared (q_cast
+// "kv": Q rounded to the call's K/V format).
+nlohmann::json precision_json(const PrecisionTraits& pr) {
+  const auto format_or_null = [](const std::optional<DType>& d) {
+    return d ? nlohmann::json(dtype_name(*d)) : nlohmann::json();
+  };
+  return {{"accum", dtype_name(pr.accum)},
+          {"p_cast", dtype_name(pr.p_cast)},
+          {"s_cast", format_or_null(pr.s_cast)},
+          {"exp_ulps", pr.exp_ulps},
+          {"flush_to_zero", pr.flush_to_zero},
+          {"ftz_formats", bit_names(pr.ftz_formats, ftz_format_table())},
+          {"key_block", pr.key_block},
+          {"q_cast", pr.q_cast_kv ? nlohmann::json("kv") : format_or_null(pr.q_cast)},
+          {"q_cast_kv", pr.q_cast_kv},
+          {"score_accum", format_or_null(pr.score_accum)},
+          {"softmax_accum", format_or_null(pr.softmax_accum)},
+          {"pv_accum", format_or_null(pr.pv_accum)}};
+}
+
+}  // namespace
 
 nlohmann::json implementation_json(const ImplInfo& info) {
   nlohmann::json dtypes = nlohmann::json::array();
@@ -20,7 +44,10 @@ nlohmann::json implementation_json(const ImplInfo& info) {
   for (const DTypeCombo& c : info.combos) {
     combos.push_back({{"q", dtype_name(c.q)}, {"kv", dtype_name(c.kv)}, {"out", dtype_name(c.out)}});
   }
-  const PrecisionTraits& pr = info.precision;
+  nlohmann::json paths = nlohmann::json::array();
+  for (const ImplPath& path : info.paths) {
+    paths.push_back({{"name", path.name}, {"precision", precision_json(path.precision)}});
+  }
   const Limits& l = info.limits;
   const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
   return {{"name", info.name},
@@ -33,14 +60,8 @@ nlohmann::json implementation_json(const ImplInfo& info) {
           {"features", feature_names(info.features)},
           {"features_bits", info.features},
           {"empty_rows", info.empty_rows == EmptyRowPolicy::zero ? "zero" : "error"},
-          {"precision",
-           {{"accum", dtype_name(pr.accum)},
-            {"p_cast", dtype_name(pr.p_cast)},
-            {"s_cast", pr.s_cast ? nlohmann::json(dtype_name(*pr.s_cast)) : nlohmann::json()},
-            {"exp_ulps", pr.exp_ulps},
-            {"flush_to_zero", pr.flush_to_zero},
-            {"ftz_formats", bit_names(pr.ftz_formats, ftz_format_table())},
-            {"key_block", pr.key_block}}},
+          {"precision", precision_json(info.precision)},
+          {"paths", paths},
           {"limits",
            {{"max_tq", l.max_tq},
             {"max_tk", l.max_tk},

@@ -19,7 +19,10 @@ namespace attncheck {
 /// "features" (names, core/features.h), "features_bits",
 /// "empty_rows" ("error" or "zero"), "precision" {"accum", "p_cast",
 /// "s_cast", "exp_ulps", "flush_to_zero", "ftz_formats" (names),
-/// "key_block"}, "limits" {...}}.
+/// "key_block", and the stages of SPEC 4.1: "q_cast" (a format, "kv" or
+/// null), "q_cast_kv", "score_accum", "softmax_accum", "pv_accum" (a
+/// format or null: accum)}, "paths" [{"name", "precision" {as above}}]
+/// (the dispatch paths, empty for one arithmetic), "limits" {...}}.
 nlohmann::json implementation_json(const ImplInfo& info);
 
 /// {"format": "attncheck-report-1", "attncheck", "seed", "profile",
