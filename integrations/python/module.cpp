@@ -281,6 +281,35 @@ PYBIND11_MODULE(_core, m) {
     });
     return names;
   });
+  // The same for a declaration: the PrecisionTraits and ImplInfo fields
+  // the bridge carries (precision's stages; ImplInfo's paths, inside
+  // precision), and a declaration as the harness reads it, in describe
+  // --json's spelling.
+  m.def("python_precision_fields", [] {
+    std::vector<std::string> names;
+    const PrecisionTraits t;
+    fields::for_each_precision_field(t, [&](const fields::Field& f, const auto&) {
+      if (f.in(fields::kPython)) names.emplace_back(f.name);
+    });
+    return names;
+  });
+  m.def("python_info_fields", [] {
+    std::vector<std::string> names;
+    const ImplInfo i;
+    fields::for_each_impl_info_field(i, [&](const fields::Field& f, const auto&) {
+      if (f.in(fields::kPython)) names.emplace_back(f.name);
+    });
+    return names;
+  });
+  m.def("declaration_json", [](const py::dict& d) {
+    return json_to_py(implementation_json(info_from_py(d, "declaration")));
+  });
+  // The first component in which precision `tight` is tighter than
+  // `loose` (core/precision.cpp), "" when none: the declaration refuses a
+  // path tighter than its own precision, as the C ABI's loader does.
+  m.def("tighter_component", [](const py::dict& loose, const py::dict& tight) {
+    return tighter_component(precision_from_py(loose), precision_from_py(tight));
+  });
   m.def("default_problem", [] { return problem_to_py(Problem::zeros(DType::f64, 1, 1, 1, 1, 1, 1, 1)); });
   m.def("oracle", [](const py::dict& d) {
     const Problem p = problem_from_py(d);

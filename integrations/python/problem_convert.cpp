@@ -3,6 +3,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
@@ -150,6 +153,36 @@ py::dict oracle_to_py(const Problem& p, const OracleResult& r) {
   return d;
 }
 
+PrecisionTraits precision_from_py(const py::dict& prec) {
+  PrecisionTraits t;
+  // The declaration checked the formats: P and S may be stored in E4M3,
+  // Q rounded to any format; the accumulations are output formats.
+  const auto format = [&](const char* key) -> std::optional<DType> {
+    if (!prec.contains(key) || prec[key].is_none()) return std::nullopt;
+    return parse_format(prec[key].cast<std::string>());
+  };
+  t.accum = parse_dtype(prec["accum"].cast<std::string>());
+  t.p_cast = parse_format(prec["p_cast"].cast<std::string>());
+  t.s_cast = format("s_cast");
+  t.exp_ulps = prec["exp_ulps"].cast<uint32_t>();
+  t.flush_to_zero = prec["flush_to_zero"].cast<bool>();
+  t.key_block = prec["key_block"].cast<int64_t>();
+  // Precision by stage (SPEC 4.1); absent in a declaration made before.
+  if (prec.contains("q_cast") && !prec["q_cast"].is_none() &&
+      prec["q_cast"].cast<std::string>() == "kv") {
+    t.q_cast_kv = true;
+  } else {
+    t.q_cast = format("q_cast");
+  }
+  for (auto [key, stage] : {std::pair{"score_accum", &t.score_accum},
+                            {"softmax_accum", &t.softmax_accum}, {"pv_accum", &t.pv_accum}}) {
+    if (prec.contains(key) && !prec[key].is_none()) {
+      *stage = parse_dtype(prec[key].cast<std::string>());
+    }
+  }
+  return t;
+}
+
 ImplInfo info_from_py(const py::dict& d, const std::string& origin) {
   ImplInfo i;
   i.name = d["name"].cast<std::string>();
@@ -163,13 +196,16 @@ ImplInfo info_from_py(const py::dict& d, const std::string& origin) {
   i.empty_rows = d["empty_rows"].cast<std::string>() == "zero" ? EmptyRowPolicy::zero
                                                                : EmptyRowPolicy::error;
   const py::dict prec = d["precision"];
-  i.precision.accum = parse_dtype(prec["accum"].cast<std::string>());
-  // P and S may be stored in E4M3 (the declaration checked the formats).
-  i.precision.p_cast = parse_format(prec["p_cast"].cast<std::string>());
-  if (!prec["s_cast"].is_none()) i.precision.s_cast = parse_format(prec["s_cast"].cast<std::string>());
-  i.precision.exp_ulps = prec["exp_ulps"].cast<uint32_t>();
-  i.precision.flush_to_zero = prec["flush_to_zero"].cast<bool>();
-  i.precision.key_block = prec["key_block"].cast<int64_t>();
+  i.precision = precision_from_py(prec);
+  if (prec.contains("paths")) {
+    for (const py::handle path : prec["paths"]) {
+      const py::dict pd = py::reinterpret_borrow<py::dict>(path);
+      ImplPath one;
+      one.name = pd["name"].cast<std::string>();
+      one.precision = precision_from_py(pd);
+      i.paths.push_back(std::move(one));
+    }
+  }
   const py::dict lim = d["limits"];
   i.limits.max_tq = lim["max_tq"].cast<int64_t>();
   i.limits.max_tk = lim["max_tk"].cast<int64_t>();

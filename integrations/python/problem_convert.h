@@ -31,11 +31,17 @@ Problem problem_from_py(const py::dict& d);
 /// "uncertified": a list of (array name, index tuple).
 py::dict oracle_to_py(const Problem& p, const OracleResult& r);
 
+/// One precision as attncheck._declare._precision writes it (checked
+/// there): {accum, p_cast, s_cast (or None), exp_ulps, flush_to_zero,
+/// key_block, and the stages q_cast (a format, "kv" or None), score_accum,
+/// softmax_accum, pv_accum (a format or None)}; a stage absent is not
+/// declared. Throws InputError for a format it does not know.
+PrecisionTraits precision_from_py(const py::dict& prec);
+
 /// The declaration attncheck.Implementation._declaration() returns: name,
 /// description, dtypes (names), features (bits), empty_rows ("error" or
-/// "zero"), precision {accum, p_cast, s_cast (or None), exp_ulps,
-/// flush_to_zero, key_block}, limits {max_tq, ...}. Kind plugin, origin
-/// `origin`.
+/// "zero"), precision {as precision_from_py reads, and paths [{name, and
+/// the same keys}]}, limits {max_tq, ...}. Kind plugin, origin `origin`.
 ImplInfo info_from_py(const py::dict& d, const std::string& origin);
 
 }  // namespace attncheck::python

@@ -58,6 +58,7 @@ class PythonImplementation final : public Implementation {
       f.out = doubles(r[2]);
       f.weights = doubles(r[3]);
       f.lse = doubles(r[4]);
+      f.path = path_index(r[5]);
       return f;
     } catch (py::error_already_set& e) {
       rethrow(e);
@@ -84,6 +85,16 @@ class PythonImplementation final : public Implementation {
   }
 
  private:
+  // The index in info_.paths of the path a forward named (the bridge
+  // checked the name), -1 when it said none.
+  int path_index(const py::handle& name) const {
+    if (name.is_none()) return -1;
+    const auto n = name.cast<std::string>();
+    for (size_t i = 0; i < info_.paths.size(); ++i)
+      if (info_.paths[i].name == n) return static_cast<int>(i);
+    throw PluginContractError(fmt::format("returned path '{}', which is not a declared path", n));
+  }
+
   ImplInfo info_;
   py::object decl_;  // the attncheck.Implementation
 };

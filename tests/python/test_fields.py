@@ -1,11 +1,12 @@
 """The Python bridge against the field description (core/fields.h): the
-converters between a Problem and its dict carry every field the
-description marks as crossing the bridge, so a field added there and
-forgotten in problem_to_py or problem_from_py fails here."""
+converters between a Problem and its dict, and a declaration's precision
+(its stages and paths), carry every field the description marks as
+crossing the bridge, so a field added there and forgotten in
+problem_to_py, problem_from_py or info_from_py fails here."""
 
 import numpy as np
 
-from attncheck import _core
+from attncheck import _core, _declare
 
 
 def every_field_set():
@@ -75,3 +76,47 @@ def test_every_described_field_survives_the_bridge():
     back = _core.problem_from_json(_core.problem_to_json(sample), "sample.json")[0]
     lost = [n for n in _core.python_problem_fields() if not same(back[n], sample[n])]
     assert not lost, f"the bridge loses {lost}"
+
+
+# ---- A declaration: every precision field the description marks as
+# crossing the bridge (the stages among them) and the paths reach the
+# harness's ImplInfo, read back in describe --json's spelling.
+
+EVERY_PRECISION_FIELD = {
+    "accum": "bf16", "p_cast": "f16", "s_cast": "f16", "exp_ulps": 7, "flush_to_zero": True,
+    "key_block": 64, "q_cast": "e5m2", "score_accum": "f32", "softmax_accum": "f32",
+    "pv_accum": "bf16",
+    # q_cast "kv" is the C ABI's ATTNCHECK_Q_CAST_KV (field q_cast_kv); the
+    # declaration's e5m2 is at least as loose as any K/V format.
+    "paths": [{"name": "tiled", "q_cast": "kv", "pv_accum": "f16"}],
+}
+
+
+def declaration_json(precision):
+    decl = _declare.implementation(name="every_precision_field", dtypes=["f32"],
+                                   precision=precision)(lambda p: None)
+    return _core.declaration_json(decl._declaration())
+
+
+def test_every_described_declaration_field_survives_the_bridge():
+    default = declaration_json(None)
+    every = declaration_json(EVERY_PRECISION_FIELD)
+    for name in _core.python_info_fields():
+        assert name in every, f"the bridge's declaration has no {name}"
+    # The paths are declared inside precision.
+    assert [p["name"] for p in every["paths"]] == ["tiled"] and default["paths"] == []
+    tiled = every["paths"][0]["precision"]
+    lost = []
+    for name in _core.python_precision_fields():
+        where = tiled if name == "q_cast_kv" else every["precision"]
+        if name not in where or where[name] == default["precision"][name]:
+            lost.append(name)
+    assert not lost, f"the bridge loses precision fields {lost}"
+    assert every["precision"]["q_cast"] == "e5m2" and tiled["q_cast"] == "kv"
+    assert tiled["pv_accum"] == "f16" and tiled["exp_ulps"] == 7
+
+
+def test_the_sample_declaration_sets_every_precision_field_the_bridge_takes():
+    given = set(EVERY_PRECISION_FIELD) | {"q_cast_kv"}
+    missing = [n for n in _core.python_precision_fields() if n not in given]
+    assert not missing, f"EVERY_PRECISION_FIELD leaves {missing} unset: set them"

@@ -137,20 +137,37 @@ def _call(fn, p):
                            f"{_where(e.__traceback__)}") from None
 
 
+def _path(decl, r):
+    """The dispatch path a forward says it took (SPEC 4.1): a returned
+    dict's "path", a name among the declared paths, or None (not said:
+    judged by the declaration's own precision)."""
+    name = r.get("path")
+    if name is None:
+        return None
+    names = [p["name"] for p in decl.precision.get("paths", [])]
+    if name not in names:
+        declared = f"declared paths are {', '.join(names)}" if names else "it declares no paths"
+        raise ContractError(f"returned path {name!r}, which is not a declared path ({declared})")
+    return name
+
+
 def forward(decl, d):
     """Calls `decl` on the engine's problem dict; returns (status, error,
-    out, weights, lse) with float64 arrays (None where not returned).
+    out, weights, lse, path) with float64 arrays (None where not returned)
+    and the name of the path the call took (None: not said).
     Raises ContractError for what the contract forbids and a one-line
     exception for anything the implementation raised."""
     p = Problem._from_core(d, strided="strides" in decl.features)
     status, error, r = _call(decl.fn, p)
     if status != "ok":
-        return status, error, None, None, None
+        return status, error, None, None, None, None
+    path = None
     if isinstance(r, dict):
-        unknown = set(r) - set(decl.outputs)
+        unknown = set(r) - set(decl.outputs) - {"path"}
         if unknown:
             raise ContractError(f"returned a dict with {sorted(unknown)}; declared outputs are "
-                                f"{decl.outputs}")
+                                f"{decl.outputs} (and \"path\", the path it took)")
+        path = _path(decl, r)
         got = r
     elif isinstance(r, (tuple, list)):
         if len(r) != len(decl.outputs):
@@ -168,7 +185,7 @@ def forward(decl, d):
         if got.get(what) is None:
             raise ContractError(f"returned no {what}")
         result[what] = _check(decl, p, what, got[what], shapes[what])
-    return "ok", "", result["out"], result.get("weights"), result.get("lse")
+    return "ok", "", result["out"], result.get("weights"), result.get("lse"), path
 
 
 def backward(decl, d):

@@ -98,17 +98,22 @@ def _dtype_list(dtypes, what):
     return [d for d in DTYPES if d in dtypes]
 
 
-def _precision(precision, dtypes):
-    """The declared traits with their defaults: accum f64 for an
-    implementation of f64 alone, else f32; p_cast = accum; s_cast None
-    (= accum); exp_ulps 4 (NumPy's and torch's vectorised exp are within a
-    few ulps, not correctly rounded: declare what yours guarantees); no
-    flush to zero; key_block 0 (one pass)."""
-    known = ("accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero", "key_block")
-    precision = dict(precision or {})
+# Precision by stage (SPEC 4.1): Q may be rounded to any format, or to the
+# call's K/V format ("kv"); the accumulations are output formats (an fp8
+# accumulation is refused, as the C ABI refuses it). A stage not given is
+# None: accum (q_cast: Q not rounded), the version 1 reading.
+Q_CAST_FORMATS = DTYPES + ("e4m3", "e5m2", "kv")
+_STAGES = ("q_cast", "score_accum", "softmax_accum", "pv_accum")
+_PRECISION_KEYS = ("accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero", "key_block") + _STAGES
+
+
+def _one_precision(precision, dtypes, what):
+    """One precision (the declaration's or a path's) with its defaults,
+    validated; `what` names it in errors ("precision", "precision.paths[0]")."""
     for key in precision:
-        if key not in known:
-            raise ValueError(f"precision: unknown field {key!r} (expected {', '.join(known)})")
+        if key not in _PRECISION_KEYS:
+            expected = _PRECISION_KEYS + (("paths",) if what == "precision" else ())
+            raise ValueError(f"{what}: unknown field {key!r} (expected {', '.join(expected)})")
     accum = precision.get("accum", "f64" if dtypes == ["f64"] else "f32")
     out = {
         "accum": accum,
@@ -118,14 +123,59 @@ def _precision(precision, dtypes):
         "flush_to_zero": bool(precision.get("flush_to_zero", False)),
         "key_block": precision.get("key_block", 0),
     }
-    for key in ("accum", "p_cast", "s_cast"):
-        allowed = DTYPES if key == "accum" else CAST_DTYPES
-        if out[key] is not None and out[key] not in allowed:
-            raise ValueError(f"precision.{key}: unknown format {out[key]!r} "
-                             f"(expected one of {', '.join(allowed)})")
+    for key in _STAGES:
+        out[key] = precision.get(key)
+    allowed = {"accum": DTYPES, "p_cast": CAST_DTYPES, "s_cast": CAST_DTYPES,
+               "q_cast": Q_CAST_FORMATS, "score_accum": DTYPES, "softmax_accum": DTYPES,
+               "pv_accum": DTYPES}
+    for key, formats in allowed.items():
+        if out[key] is not None and out[key] not in formats:
+            accumulation = ""
+            if formats is DTYPES:
+                accumulation = " (an accumulation is f64, f32, bf16 or f16)"
+            raise ValueError(f"{what}.{key}: unknown format {out[key]!r} "
+                             f"(expected one of {', '.join(formats)}){accumulation}")
     for key in ("exp_ulps", "key_block"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
-            raise ValueError(f"precision.{key}: {out[key]!r} is not a non-negative integer")
+            raise ValueError(f"{what}.{key}: {out[key]!r} is not a non-negative integer")
+    return out
+
+
+def _precision(precision, dtypes):
+    """The declared traits with their defaults: accum f64 for an
+    implementation of f64 alone, else f32; p_cast = accum; s_cast None
+    (= accum); exp_ulps 4 (NumPy's and torch's vectorised exp are within a
+    few ulps, not correctly rounded: declare what yours guarantees); no
+    flush to zero; key_block 0 (one pass); the stages q_cast,
+    score_accum, softmax_accum, pv_accum None (accum; q_cast: Q not
+    rounded). "paths": the dispatch paths, each {"name", and the keys
+    above}, a key a path does not give taken from the declaration's own
+    (before its defaults); the declaration's precision must be at least as
+    loose as every path's."""
+    precision = dict(precision or {})
+    paths = precision.pop("paths", None) or []
+    out = _one_precision(precision, dtypes, "precision")
+    if not isinstance(paths, (list, tuple)):
+        raise ValueError(f"precision.paths: expected a list of dicts, not {type(paths).__name__}")
+    out["paths"] = []
+    for n, path in enumerate(paths):
+        what = f"precision.paths[{n}]"
+        if not isinstance(path, dict):
+            raise ValueError(f"{what}: expected a dict with a name, not {type(path).__name__}")
+        path = dict(path)
+        name = path.pop("name", None)
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"{what}: the name {name!r} must be a string matching [a-z0-9_.-]+")
+        if any(p["name"] == name for p in out["paths"]):
+            raise ValueError(f"{what}: the path name {name!r} repeats")
+        what = f"precision.paths[{name}]"
+        one = _one_precision({**precision, **path}, dtypes, what)
+        # The C++ comparison the C ABI's loader makes (core/precision.cpp).
+        tighter = _core.tighter_component(out, one)
+        if tighter:
+            raise ValueError(f"{what}: the declaration's own precision is tighter than this "
+                             f"path's ({tighter}); it must be at least as loose as every path's")
+        out["paths"].append({"name": name, **one})
     return out
 
 
@@ -148,7 +198,10 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
     "weights", "lse", "softcap", "align_top_left", "align_bottom_right",
     "scale", "nondeterministic"); only problems inside them are generated.
     precision: {"accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero",
-    "key_block"}, from which the tolerances derive.  empty_rows: "error"
+    "key_block", and by stage "q_cast" (a format or "kv"), "score_accum",
+    "softmax_accum", "pv_accum", and "paths": [{"name", and the same keys}]},
+    from which the tolerances derive; a forward that took a path says so
+    by returning a dict with "path": NAME.  empty_rows: "error"
     (raise attncheck.Error for a query with no allowed key) or "zero".
     limits: {"max_tq", "max_tk", "max_batch_heads", "dk_min", "dk_max",
     "dk_multiple", "dv_equals_dk"}.  outputs: the order of a returned tuple
