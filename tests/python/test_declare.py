@@ -134,6 +134,40 @@ def test_a_path_the_declaration_does_not_have_fails_the_call(tmp_path):
         "long)" in o.message, o.message
 
 
+def attention_in_f32(p):
+    """The exact result with a relative error of half f32's unit roundoff
+    (f64 problems may hold values beyond f32's range, so this stands for
+    f32 arithmetic)."""
+    return attention(p) * (1 + 2.0 ** -25)
+
+
+# f32 errors, declared f32 with an f64 path: judged by f32 when the
+# call says nothing, by f64 when it claims the exact path (a lie).
+F32_WITH_EXACT_PATH = {"accum": "f32", "paths": [{"name": "exact", "accum": "f64"}]}
+
+
+@attncheck.implementation(name="np_f32_says_nothing", dtypes=["f64"], features=FEATURES,
+                          empty_rows="zero", precision=F32_WITH_EXACT_PATH)
+def np_f32_says_nothing(p):
+    return attention_in_f32(p)
+
+
+@attncheck.implementation(name="np_f32_claims_exact", dtypes=["f64"], features=FEATURES,
+                          empty_rows="zero", precision=F32_WITH_EXACT_PATH)
+def np_f32_claims_exact(p):
+    return {"out": attention_in_f32(p), "path": "exact"}
+
+
+def test_the_reported_path_is_the_precision_a_call_is_judged_by(tmp_path):
+    honest = attncheck.check(np_f32_says_nothing, properties=["MatchesOracle"], cases=30,
+                             save_failures=str(tmp_path))
+    assert honest.ok, str(honest)
+    lie = attncheck.check(np_f32_claims_exact, properties=["MatchesOracle"], cases=30,
+                          save_failures=str(tmp_path))
+    assert lie.outcomes[0].status == "failed", str(lie)
+    assert "out of tolerance" in lie.outcomes[0].message, lie.outcomes[0].message
+
+
 def test_describe_prints_the_stages_and_every_path(tmp_path):
     exe = attncheck_command()
     run = subprocess.run([exe, "describe", "np_two_paths", "--python", __file__],
