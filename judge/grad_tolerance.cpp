@@ -140,10 +140,56 @@ void mark_group_ill_conditioned(const Problem& p, const OracleResult& o, int64_t
 
 namespace {
 
+// The gradients by stage (SPEC 4.1): a backward pass recomputes the scores
+// and the softmax and sums dV, dP, dS, dQ and dK in formats no stage of the
+// forward names, so every u below is the coarsest of the declared stages
+// (q_cast's too), and a flush of any of them is a flush of that format. A
+// declaration without stages keeps accum, its version 1 meaning. Q's
+// rounding costs one more relative rounding per product (gamma_dot); below
+// the q_cast format's normal range it errs absolutely, which the relative
+// terms do not cover: such rows are beyond the declared precision
+// (q_cast_underflows).
+PrecisionTraits one_format(const PrecisionTraits& t, DType kv) {
+  if (!t.has_stages()) return t;
+  PrecisionTraits r = t;
+  for (const std::optional<DType> f : {std::optional<DType>(t.score_format()),
+                                       std::optional<DType>(t.softmax_format()),
+                                       std::optional<DType>(t.pv_format()), t.q_cast_format(kv)}) {
+    if (f && unit_roundoff(*f) > unit_roundoff(r.accum)) r.accum = *f;
+  }
+  const bool flushes = t.flushes(kFtzAccum) || t.flushes(kFtzPvAccum);
+  r.q_cast.reset();
+  r.q_cast_kv = false;
+  r.score_accum.reset();
+  r.softmax_accum.reset();
+  r.pv_accum.reset();
+  r.s_cast = t.s_cast_format();
+  r.ftz_formats = (t.ftz_formats ? t.ftz_formats : t.flush_to_zero ? kFtzAccum | kFtzPCast | kFtzOut : 0) &
+                  ~(kFtzAccum | kFtzPvAccum);
+  if (flushes) r.ftz_formats |= kFtzAccum;
+  r.flush_to_zero = false;
+  return r;
+}
+
+// Whether row (b, h, i) of p has a nonzero Q element below the normal
+// range of the format Q is rounded to (see one_format).
+bool q_cast_underflows(const Problem& p, const std::optional<DType>& q_format, int64_t b,
+                       int64_t h, int64_t i) {
+  if (!q_format) return false;
+  const double qd = p.descale ? p.descale->q : 1.0;
+  const double smallest_normal = underflow_unit(*q_format, true) / 2;
+  for (int64_t d = 0; d < p.dk; ++d) {
+    const double x = std::fabs(p.q.at(b, h, i, d) * qd);
+    if (x != 0 && x < smallest_normal) return true;
+  }
+  return false;
+}
+
 // The gradients' tolerances of a dense problem (a varlen one's sequence);
 // dsink's sums are added to `sink` (when the problem has a sink).
 GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
-                                     const PrecisionTraits& t, SinkSums& sink) {
+                                     const PrecisionTraits& declared, SinkSums& sink) {
+  const PrecisionTraits t = one_format(declared, combo_of(p).kv);
   const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   const auto tk = static_cast<size_t>(p.tk);
   const auto dk = static_cast<size_t>(p.dk);
@@ -160,7 +206,7 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
   }
 
   // Weights' and outputs' bounds, and the forward's ill-conditioned rows.
-  const Tolerances fwd = tolerances(p, o, t);
+  const Tolerances fwd = tolerances(p, o, declared);
 
   GradTolerances tol;
   tol.dq.assign(o.dq.size(), 0.0);
@@ -196,7 +242,11 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
   // The raw logit t_j = sigma (q . k_j): a dot product of dk terms, the
   // rounding of sigma to the accumulation format and the product by it, as
   // in the forward.
-  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u);
+  // Q rounded before the product (q_cast, SPEC 4.1): one more relative
+  // rounding of each product q_t k_t, within u (one_format made u at
+  // least u_qc).
+  const std::optional<DType> q_format = declared.q_cast_format(combo_of(p).kv);
+  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2 + (q_format ? 1 : 0), u);
   // dA_j = dO . v_j: dv products and dv - 1 sums.
   const double gamma_dv = gamma(static_cast<double>(p.dv) + extra_da, u);
 
@@ -221,7 +271,8 @@ GradTolerances grad_tolerances_dense(const Problem& p, const OracleResult& o,
         // delta and dQ_i: sums of n products; dQ also rounds sigma and
         // multiplies by it (n + 2), which covers delta's n too.
         const double gamma_q = gamma(n + 2 + extra_q, u);
-        if (fwd.ill_conditioned[row] || gamma_dv > kFirstOrderLimit || gamma_q > kFirstOrderLimit) {
+        if (fwd.ill_conditioned[row] || gamma_dv > kFirstOrderLimit || gamma_q > kFirstOrderLimit ||
+            q_cast_underflows(p, q_format, b, h, i)) {
           tol.ill_conditioned[row] = 1;
           ++tol.ill_conditioned_rows;
           if (sinks) sink.ill[static_cast<size_t>(h)] = 1;
@@ -418,10 +469,11 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
   if (with_sink && o.dsink.size() != heads) {
     throw std::invalid_argument("grad_tolerances: the oracle result has no dsink for this problem");
   }
-  const double u = unit_roundoff(t.accum);
-  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
-  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
-  const double u_out = (p.dtype == t.accum ? 0.0 : unit_roundoff(p.dtype)) + kOracleRounding;
+  const PrecisionTraits one = one_format(t, combo_of(p).kv);
+  const double u = unit_roundoff(one.accum);
+  const double eta_a = underflow_unit(one.accum, one.flushes(kFtzAccum));
+  const double eta_o = underflow_unit(p.dtype, one.flushes(kFtzOut));
+  const double u_out = (p.dtype == one.accum ? 0.0 : unit_roundoff(p.dtype)) + kOracleRounding;
   if (!p.varlen()) {
     GradTolerances tol = grad_tolerances_dense(p, o, t, sink);
     if (with_sink) tol.dsink = dsink_tolerances(sink, o, u, u_out, eta_a, eta_o);

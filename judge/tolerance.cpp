@@ -150,40 +150,84 @@ double gamma(double n, double u) {
 namespace {
 
 // The terms of a row of n allowed keys (plus the sink's, `sink`) that
-// depend on n alone, whatever the values: gamma_n for the n terms of l
-// (and of P.V), and eps, the error of each weight's exponentials: each exp
-// errs by e ulps = 2e u, plus the rounding of its argument and of its use
-// (2u), (2e + 2) u per exp, and an online softmax takes 1 + r of them per
-// weight (r rescales, one per block after the first), plus u_p for the
-// cast of P.
+// depend on n alone, whatever the values: gamma_n for the n terms of l,
+// and eps, the error of each weight's exponentials: each exp errs by e
+// ulps = 2e u, plus the rounding of its argument and of its use (2u),
+// (2e + 2) u per exp, and an online softmax takes 1 + r of them per weight
+// (r rescales, one per block after the first), plus u_p for the cast of P.
+// All in the softmax stage's format (SPEC 4.1: exp_ulps counts its ulps;
+// P is not cast when p_cast is that format).
+//
+// And the P.V accumulator's (SPEC 4.1 pv_accum), gamma_pv for its n
+// updates: in the softmax format (the version 1 reading) it is gamma_n
+// itself. In another format each update p_j v_j is computed in softmax_accum
+// (u_w = u_sm) and then added in pv_accum (u_pv): (1 + u_w)(1 + u_pv)^n - 1
+// <= gamma(n, u_pv + u_w). Its rescales (an online kernel multiplies the
+// accumulator by exp(m_old - m_new) r times) round in pv_accum: r u_pv
+// relative to the sum, `pv_rescale`; where P is cast to pv_accum (ggml on
+// ARM rounds the weight and the rescale factor to f16 before the update),
+// the factor's own rounding is r u_pv more. In the softmax format those
+// roundings are eps's "+ 2" (the rounding of each exp's use), as before.
 struct LengthTerms {
-  double gamma_n, eps;
+  double gamma_n, eps, gamma_pv, pv_rescale;
 };
 
-LengthTerms length_terms(double n, bool sink, const PrecisionTraits& t) {
-  const double u_a = unit_roundoff(t.accum);
-  // P.V in another format rounds each weight once more; no cast, no term.
-  const double u_p = t.p_cast == t.accum ? 0.0 : unit_roundoff(t.p_cast);
-  const double r =
-      t.key_block > 0 ? std::ceil(n / static_cast<double>(t.key_block)) - 1 : 0.0;
-  const double e = t.exp_ulps;  // in double: 2e + 2 must not wrap for huge declarations
-  return {gamma(n + (sink ? 1 : 0), u_a), (2 * e + 2) * (1 + r) * u_a + u_p};
+double rescales(double n, const PrecisionTraits& t) {
+  return t.key_block > 0 ? std::ceil(n / static_cast<double>(t.key_block)) - 1 : 0.0;
 }
 
+LengthTerms length_terms(double n, bool sink, const PrecisionTraits& t) {
+  const DType f_sm = t.softmax_format(), f_pv = t.pv_format();
+  const double u_sm = unit_roundoff(f_sm);
+  // P.V in another format rounds each weight once more; no cast, no term.
+  const double u_p = t.p_cast == f_sm ? 0.0 : unit_roundoff(t.p_cast);
+  const double r = rescales(n, t);
+  const double e = t.exp_ulps;  // in double: 2e + 2 must not wrap for huge declarations
+  const double count = n + (sink ? 1 : 0);
+  LengthTerms l{gamma(count, u_sm), (2 * e + 2) * (1 + r) * u_sm + u_p, 0, 0};
+  if (f_pv == f_sm) {
+    l.gamma_pv = l.gamma_n;
+  } else {
+    const double u_pv = unit_roundoff(f_pv);
+    l.gamma_pv = gamma(count, u_pv + u_sm);
+    l.pv_rescale = r * u_pv * (t.p_cast == f_pv ? 2 : 1);
+  }
+  return l;
+}
+
+// SPEC 4.1: the first-order limit per stage: eps and gamma_n of the
+// softmax, gamma_n + r u_pv of the P.V accumulator (an f16 accumulator
+// rescaled at every key passes it at about 100 keys). gamma_{dk+2} of the
+// scores enters through D_j and the limit on sum_j a_j D_j (it is a
+// rigorous bound whatever its size while (dk + 2) u < 1; a bf16 dot
+// product of 64 terms has gamma 0.35 and is judged, as in version 1, when
+// its values keep sum a_j D_j small).
 bool beyond_first_order(const LengthTerms& l) {
-  return l.gamma_n > kFirstOrderLimit || l.eps > kFirstOrderLimit;
+  return l.gamma_n > kFirstOrderLimit || l.eps > kFirstOrderLimit ||
+         l.gamma_pv + l.pv_rescale > kFirstOrderLimit;
 }
 
 // The tolerances of a dense problem (a varlen one's sequence).
 Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
-                            const PrecisionTraits& t) {
+                            const PrecisionTraits& t, bool at_limit) {
   Tolerances tol;
   tol.out.assign(o.out.size(), 0.0);
   tol.weights.assign(o.weights.size(), 0.0);
   tol.lse.assign(o.lse.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
 
-  const double u_a = unit_roundoff(t.accum);
+  // Each stage's unit roundoff (SPEC 4.1; a stage not declared is accum,
+  // so a declaration without stages gives version 1's terms exactly): the
+  // q.k sums, the softmax (scale, max, exp, l, rescales) and the division
+  // by l in the format the P.V accumulator or the softmax uses, whichever
+  // is coarser (the division may be done in either: ggml converts its f16
+  // accumulator to f32 first, others divide in place).
+  const double u_sc = unit_roundoff(t.score_format());
+  const double u_sm = unit_roundoff(t.softmax_format());
+  const double u_div = std::max(u_sm, unit_roundoff(t.pv_format()));
+  // A softcap's tanh, product and division are charged to whichever stage
+  // does them, so to the coarser of the two.
+  const double u_cap = std::max(u_sc, u_sm);
   // The output is rounded to its format. When that is the accumulation
   // format the cast is exact, and u_o then pays for the oracle's own
   // rounding of the exact value to the double it reports (|c - fl(c)| <=
@@ -200,17 +244,22 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // product a_j v_j (or p_j v_j) of the weighted sum; eta_o: the output.
   // An unnormalised p_j = exp(s_j - m) flushed to 0 errs by eta in p_j and
   // eta / l <= eta in a_j (l >= 1), so eta_p bounds both.
-  const double eta_a = underflow_unit(t.accum, t.flushes(kFtzAccum));
+  // eta_a is the softmax format's (exp results, weights), eta_pv the P.V
+  // accumulator's (the products a_j v_j and their sum; its own flush bit
+  // when pv_accum is declared, SPEC 4.1).
+  const double eta_a = underflow_unit(t.softmax_format(), t.flushes(kFtzAccum));
+  const double eta_pv = underflow_unit(t.pv_format(), t.flushes(kFtzPvAccum));
   const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flushes(kFtzPCast)));
   const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
   // A dot product of dk terms costs gamma_dk; one more rounding for sigma
   // itself in the accumulation format and one for the product by sigma.
-  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, u_a);
+  const double gamma_dot = at_limit ? std::min(gamma(static_cast<double>(p.dk) + 2, u_sc), kFirstOrderLimit)
+                                    : gamma(static_cast<double>(p.dk) + 2, u_sc);
   // Scores stored in another format (s_cast, SPEC 1.1 "score storage"): 0
   // when S stays in the accumulation format, whose roundings the terms
   // above already count.
   const DType s_format = t.s_cast_format();
-  const double u_s = s_format == t.accum ? 0.0 : unit_roundoff(s_format);
+  const double u_s = s_format == t.score_format() ? 0.0 : unit_roundoff(s_format);
   // Its underflow (s_cast_logit_error): no ftz bit names the score format;
   // the store is a result of the score arithmetic, so it flushes where the
   // accumulation format does.
@@ -220,7 +269,9 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // Version 2 terms (see the top of this file).
   const bool descaled = p.descale.has_value();
   // Roundings of |t_j| and |c| the descales cost (see the top).
-  const auto unrepresentable = [&](double x) { return representable(t.accum, x) ? 0.0 : 1.0; };
+  const auto unrepresentable = [&](double x) {
+    return representable(t.score_format(), x) ? 0.0 : 1.0;
+  };
   const double descale_logit =
       descaled ? 3 + unrepresentable(p.descale->q) + unrepresentable(p.descale->k) : 0.0;
   const double descale_out = descaled ? 2 + unrepresentable(p.descale->v) : 0.0;
@@ -229,8 +280,21 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // when vd > 1; below the normal range the descale's two roundings of the
   // output are absolute, 2 eta_a.
   const double vd = descaled ? p.descale->v : 1.0;
-  const double eta_products = eta_a * std::max(1.0, std::fabs(vd));
-  const double descale_out_eta = descaled ? 2 * eta_a : 0.0;
+  const double eta_products = eta_pv * std::max(1.0, std::fabs(vd));
+  const double descale_out_eta = descaled ? 2 * std::max(eta_a, eta_pv) : 0.0;
+  // Q rounded before q.k (SPEC 4.1 q_cast): a relative u_qc of each logical
+  // q_t (after its descale), which the sum carries to u_qc S_j, and below
+  // the format's normal range an absolute eta_qc per element, carried by
+  // |sigma| |k_jt| (logical k): D_j += u_qc S_j + |sigma| eta_qc sum_t |k_jt|.
+  // A row whose Q is already in the format loses nothing (no term), and a
+  // row with an element past the format's largest finite rounds to an
+  // infinity: beyond the declared precision.
+  const std::optional<DType> q_format = t.q_cast_format(combo_of(p).kv);
+  const double u_qc = q_format ? unit_roundoff(*q_format) : 0.0;
+  const double eta_qc = q_format ? underflow_unit(*q_format, false) : 0.0;
+  const double qd = descaled ? p.descale->q : 1.0, kd = descaled ? p.descale->k : 1.0;
+  std::vector<double> k_abs_sum;  // [j]: sum_t |kd k_jt| of the K/V head, when q is rounded
+  int64_t k_abs_of = -1;
   const bool sinks = !p.sink.empty();
   if (sinks) tol.sink_weight.assign(o.lse.size(), 0.0);
 
@@ -258,9 +322,37 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         const double n = static_cast<double>(o.row_allowed[row]);
         // l sums n exponentials, and the sink's; eps: each weight's
         // exponentials (length_terms).
-        const LengthTerms terms = length_terms(n, sinks, t);
+        LengthTerms terms = length_terms(n, sinks, t);
+        // T^L (at_limit): each first-order quantity above the limit taken
+        // at the limit (SPEC 2, AsAccurateAsBaseline).
+        const auto clamp = [at_limit](double x) { return at_limit ? std::min(x, kFirstOrderLimit) : x; };
+        if (at_limit) {
+          terms.gamma_n = clamp(terms.gamma_n);
+          terms.eps = clamp(terms.eps);
+          const double pv = terms.gamma_pv + terms.pv_rescale;
+          if (pv > kFirstOrderLimit) {
+            terms.gamma_pv *= kFirstOrderLimit / pv;
+            terms.pv_rescale *= kFirstOrderLimit / pv;
+          }
+        }
         const double gamma_n = terms.gamma_n;
         const double eps = terms.eps;
+        // Q's rounding, this row (see above).
+        bool q_exact = true, q_overflows = false;
+        if (q_format) {
+          for (int64_t d = 0; d < p.dk; ++d) {
+            const double x = p.q.at(b, h, i, d) * qd;
+            if (!(std::fabs(x) <= max_finite(*q_format))) q_overflows = true;
+            if (!representable(*q_format, x)) q_exact = false;
+          }
+          if (!q_exact && k_abs_of != b * p.kv_heads + g) {
+            k_abs_sum.assign(static_cast<size_t>(p.tk), 0.0);
+            for (int64_t j = 0; j < p.tk; ++j)
+              for (int64_t d = 0; d < p.dk; ++d)
+                k_abs_sum[static_cast<size_t>(j)] += std::fabs(p.k.at(b, g, j, d) * kd);
+            k_abs_of = b * p.kv_heads + g;
+          }
+        }
 
         double sum_aD = 0;
         bool overflows = false;
@@ -272,20 +364,24 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // max and the bias addition, each one rounding of a value bounded
           // by |s_j| + |m| (4 roundings covers subtract, add, and the
           // re-association of either when an implementation folds them).
-          double d = gamma_dot * o.abs_dot[w] + 4 * u_a * (std::fabs(s) + std::fabs(m));
+          double d = gamma_dot * o.abs_dot[w] + 4 * u_sm * (std::fabs(s) + std::fabs(m));
+          if (!q_exact) {
+            d += u_qc * o.abs_dot[w] +
+                 std::fabs(p.scale) * eta_qc * k_abs_sum[static_cast<size_t>(j)];
+          }
           const double capped = std::fabs(s - p.bias_at(b, h, i, j));  // |c tanh(t / c)|, or |t|
           if (p.softcap > 0) {
             // tanh within e ulps (an ulp is at most 2u of the value: 2e u),
             // the product by c one rounding, and the division t / c one
             // rounding whose effect through c tanh'(x) is at most
             // u |c tanh(x)| because x sech^2 x <= tanh x.
-            d += (2 * e + 2) * u_a * capped;
+            d += (2 * e + 2) * u_cap * capped;
           }
           if (u_s > 0) {
             d += s_cast_logit_error(p.softcap, capped, std::fabs(s), u_s, eta_s, s_carried);
             if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
-          if (descaled) d += descale_logit * u_a * capped;  // the descales' products
+          if (descaled) d += descale_logit * u_sc * capped;  // the descales' products
           D[static_cast<size_t>(j)] = d;
           sum_aD += o.weights[w] * d;
         }
@@ -295,20 +391,34 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         if (sinks) {
           const double z = p.sink[static_cast<size_t>(h)];
           a_sink = std::exp(z - o.lse[row]);
-          D_sink = 4 * u_a * (std::fabs(z) + std::fabs(m));
+          D_sink = 4 * u_sm * (std::fabs(z) + std::fabs(m));
           sum_aD += a_sink * D_sink;
         }
-        const double aD_sink = a_sink * D_sink;
         // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
         // error is common to all weights and not cancelled by a division.
         // Four roundings of |m| + log l: the log, the addition, and the
         // subtraction s_j - lse with its re-association.
-        const double N = 4 * u_a * (std::fabs(m) + std::log(l));
-        if (overflows || sum_aD > kFirstOrderLimit || beyond_first_order(terms)) {
+        const double N = 4 * u_sm * (std::fabs(m) + std::log(l));
+        // An infinity in S or Q is beyond any bound; at the limit (T^L) the
+        // logit errors are scaled down to sum a_j D_j = L, the others taken
+        // at L above.
+        const bool beyond = sum_aD > kFirstOrderLimit || beyond_first_order(terms);
+        if (overflows || q_overflows || (beyond && !at_limit)) {
           tol.ill_conditioned[row] = 1;
           ++tol.ill_conditioned_rows;
           continue;
         }
+        if (at_limit && sum_aD > kFirstOrderLimit) {
+          const double shrink = kFirstOrderLimit / sum_aD;
+          for (int64_t j = 0; j < p.tk; ++j) D[static_cast<size_t>(j)] *= shrink;
+          D_sink *= shrink;
+          sum_aD = kFirstOrderLimit;
+        }
+        const double aD_sink = a_sink * D_sink;
+        // The P.V accumulator's rescales below its normal range (SPEC 4.1):
+        // one eta_pv each, when it is not the softmax's format (there the n
+        // products' eta already is version 1's term).
+        const double pv_rescales = t.pv_format() != t.softmax_format() ? rescales(n, t) : 0.0;
 
         // The row's allowed keys, their weights and a_j D_j, gathered once:
         // at real sizes this loop is the tolerance's cost.
@@ -349,7 +459,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded)
           // and 2 eta_a (see the top).
           const double serving_terms =
-              aD_sink * std::fabs(c) + descale_out * u_a * std::fabs(c) + descale_out_eta;
+              aD_sink * std::fabs(c) + descale_out * u_div * std::fabs(c) + descale_out_eta;
           // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
           // the sum l and the division by it (or the weights' own rounding)
           // and one more for either order; u_o |c|: the output rounding.
@@ -362,9 +472,9 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // v and scaled by vd afterwards (eta_products, see the top).
           tol.out[out_index(p, b, h, i, d)] =
               kSecondOrderFactor *
-              (spread + serving_terms + (eps + N) * (A + std::fabs(c)) + gamma_n * A +
-               (gamma_n + 2 * u_a + u_o) * std::fabs(c) + eta_p * sum_abs_v + n * eta_products +
-               eta_o);
+              (spread + serving_terms + (eps + N) * (A + std::fabs(c)) +
+               (terms.gamma_pv + terms.pv_rescale) * A + (gamma_n + 2 * u_div + u_o) * std::fabs(c) +
+               eta_p * sum_abs_v + (n + pv_rescales) * eta_products + eta_o);
         }
         // Weights: the logit errors of the row, the exps, the sum and the
         // division; underflow as for the output, the / l of SPEC 4's
@@ -378,20 +488,20 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           const double a = o.weights[w];
           tol.weights[w] =
               kSecondOrderFactor *
-              (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N + gamma_n + 2 * u_a + u_o) +
+              (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) +
                eta_p + eta_a);
         }
         // The sink's weight, as any weight (for the backward's dsink).
         if (sinks) {
           tol.sink_weight[row] =
               kSecondOrderFactor *
-              (a_sink * (D_sink + sum_aD + eps + N + gamma_n + 2 * u_a + u_o) + eta_p + eta_a);
+              (a_sink * (D_sink + sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) + eta_p + eta_a);
         }
         // lse = m + log l: the logits' weighted error, the exps and the sum
         // inside the log (relative errors of l become absolute ones of
         // log l), and two roundings (log, addition) of |lse|.
         const double lse = o.lse[row];
-        tol.lse[row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * u_a * std::fabs(lse));
+        tol.lse[row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * u_sm * std::fabs(lse));
       }
     }
   }
@@ -400,9 +510,9 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
 
 }  // namespace
 
-Tolerances tolerances(const Problem& p, const OracleResult& o,
-                      const PrecisionTraits& t) {
-  if (!p.varlen()) return tolerances_dense(p, o, t);
+Tolerances tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t,
+                      bool at_limit) {
+  if (!p.varlen()) return tolerances_dense(p, o, t, at_limit);
   if (o.sequences.size() != static_cast<size_t>(p.batch)) {
     throw std::invalid_argument(
         "tolerances: a varlen problem needs the oracle's per-sequence results (oracle(p))");
@@ -416,7 +526,7 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
     const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
     if (tq == 0) continue;
     const Problem sp = sequence_problem(p, b);
-    const Tolerances ts = tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t);
+    const Tolerances ts = tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t, at_limit);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
     for (int64_t h = 0; h < p.heads; ++h) {
       for (int64_t i = 0; i < tq; ++i) {

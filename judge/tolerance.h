@@ -46,8 +46,19 @@ static_assert(1 / ((1 - kFirstOrderLimit) * (1 - kFirstOrderLimit)) < kSecondOrd
 /// from o.sequences and assembled in p's layout (packed out / lse, no
 /// weights with packed queries). Throws std::invalid_argument for a varlen
 /// p whose `o` lacks the per-sequence results.
+///
+/// The precision is taken by stage (SPEC 4.1): Q's rounding, the q.k
+/// sums, the softmax, P's cast and the P.V accumulator each in their
+/// declared format; a stage not declared is t.accum, so a declaration
+/// without stages gets version 1's tolerance exactly.
+///
+/// `at_limit`: T^L of SPEC 2 (AsAccurateAsBaseline) instead: every
+/// first-order quantity above kFirstOrderLimit (sum_j a_j D_j, eps,
+/// gamma_{dk+2}, gamma_n of l, and the P.V accumulator's gamma_n + r u_pv)
+/// taken at the limit, and a row is then ill-conditioned only where a
+/// score or Q element overflows its format.
 Tolerances tolerances(const Problem& p, const OracleResult& o,
-                      const PrecisionTraits& t);
+                      const PrecisionTraits& t, bool at_limit = false);
 
 /// Whether tolerances(p, oracle(p), t) marks some row ill-conditioned by
 /// its number of allowed keys alone, whatever the values: gamma_n (or the

@@ -59,7 +59,8 @@ gen::GenSpec large_spec(const CaseContext& ctx, const ImplInfo& partner) {
   // Scores the partner stores in a coarse format bound the problems too:
   // beyond its first-order range its tolerance says nothing.
   const PrecisionTraits& pt = partner.precision;
-  if (!spec.score_storage && pt.s_cast_format() != pt.accum) spec.score_storage = pt.s_cast_format();
+  if (!spec.score_storage && pt.s_cast_format() != pt.score_format())
+    spec.score_storage = pt.s_cast_format();
   const bool thorough = ctx.config().profile == Profile::thorough;
   spec.max_t = thorough ? 64 : 24;
   spec.max_d = thorough ? 32 : 16;

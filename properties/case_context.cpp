@@ -51,6 +51,17 @@ ForwardResult CaseContext::call(const Problem& p) {
   }
   if (r.status == Status::unsupported) discard("unsupported by the implementation");
   if (r.status == Status::ok) {
+    const auto n_paths = static_cast<int>(info().paths.size());
+    // Replay: a call that names no path is judged by the fixture's.
+    if (r.path == -1 && !config_.replay_path.empty()) {
+      for (int k = 0; k < n_paths; ++k)
+        if (info().paths[static_cast<size_t>(k)].name == config_.replay_path) r.path = k;
+    }
+    if (r.path < -1 || r.path >= n_paths) {
+      fail(fmt::format("the call says it took path {}, but the implementation declares {} path{}",
+                       r.path, n_paths, n_paths == 1 ? "" : "s"));
+    }
+    case_paths_.push_back(r.path);
     for (ArrayKind kind : returned_kinds(info(), kForwardKinds)) {
       const size_t got = array_of(r, kind).size();
       if (got != static_cast<size_t>(array_size(kind, p))) {
@@ -91,13 +102,34 @@ bool narrow_enough(const OracleResult& e, const Tolerances& t) {
 
 }  // namespace
 
+PrecisionTraits CaseContext::judging_precision(const Problem& p) const {
+  if (case_paths_.empty()) return info().precision;
+  PrecisionTraits t = precision_of(info(), case_paths_.front());
+  for (int path : case_paths_)
+    if (path != case_paths_.front()) t = loosest(t, precision_of(info(), path), combo_of(p).kv);
+  return t;
+}
+
+bool CaseContext::calls_may_differ() const {
+  if (info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC)) return true;
+  for (int path : case_paths_)
+    if (path != case_paths_.front()) return true;
+  return false;
+}
+
+std::string CaseContext::last_path_name() const {
+  if (case_paths_.empty() || case_paths_.back() < 0) return "";
+  return info().paths[static_cast<size_t>(case_paths_.back())].name;
+}
+
 std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
+  const PrecisionTraits precision = judging_precision(p);
   // The enclosure's width is a few dk units of double roundoff: too wide
   // for implementations that accumulate in f64 themselves.
-  if (p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom && info().precision.accum != DType::f64 &&
+  if (p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom && precision.accum != DType::f64 &&
       !enclosure_unsupported(p)) {
     OracleResult e = enclose(p);
-    Tolerances t = tolerances(p, e, info().precision);
+    Tolerances t = tolerances(p, e, precision);
     if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
     if (narrow_enough(e, t)) {
       last_tier_ = OracleResult::Tier::enclosure;
@@ -107,13 +139,17 @@ std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
   last_tier_ = OracleResult::Tier::certified;
   OracleResult o = oracle(p);
   if (!o.uncertified.empty()) discard("oracle could not certify a value");
-  Tolerances t = tolerances(p, o, info().precision);
+  Tolerances t = tolerances(p, o, precision);
   if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
   return {std::move(o), std::move(t)};
 }
 
 void CaseContext::screen(const Problem& p) {
-  if (size_ && beyond_first_order_by_length(p, info().precision)) {
+  // Before any call no path is known: only a shape beyond even the
+  // tightest path's analysis is skipped.
+  PrecisionTraits tight = info().precision;
+  for (const ImplPath& path : info().paths) tight = tightest(tight, path.precision, combo_of(p).kv);
+  if (size_ && beyond_first_order_by_length(p, tight)) {
     discard("ill-conditioned (beyond first-order analysis)");
   }
 }
@@ -143,6 +179,7 @@ void CaseContext::fail(const std::string& message, bool died) {
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
   failed_call = last_call_;
+  failed_path = last_path_name();
   if (failures++ == 0) {
     first_failed_case = failed_case;
     first_failed_call = failed_call;
@@ -182,7 +219,7 @@ void expect_unseen_keys_ignored(CaseContext& ctx, const Problem& p, const Forwar
                     if (p.allowed(b, h, i, j)) return false;
                   return true;
                 });
-  if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC) && !c.ok()) {
+  if (ctx.calls_may_differ() && !c.ok()) {
     // Atomic reductions are legitimate: bitwise becomes within tolerance.
     const auto [o, t] = ctx.reference(p);
     Comparison tc;

@@ -54,10 +54,15 @@ class CaseContext {
   void set_size(std::optional<gen::SizeShape> s) { size_ = std::move(s); }
 
   /// Starts judging `c`; a failure records it as the counterexample.
-  void begin(const Case& c) { current_ = &c; }
+  void begin(const Case& c) {
+    current_ = &c;
+    case_paths_.clear();
+  }
 
   /// Calls forward. An exception thrown by the implementation, or a result
-  /// of the wrong size, fails the case; ATTNCHECK_UNSUPPORTED discards it.
+  /// of the wrong size, or a path it does not declare, fails the case;
+  /// ATTNCHECK_UNSUPPORTED discards it. The path the call took (SPEC 4.1)
+  /// is recorded: reference() judges by it.
   /// A problem outside the declaration is never handed over (require_declared).
   ForwardResult call(const Problem& p);
 
@@ -76,7 +81,22 @@ class CaseContext {
   /// not certify a value. At real sizes the reference is the enclosure
   /// (oracle.h: enclose()) where it applies and is at most 1/100 of every
   /// tolerance wide, else the certified oracle.
+  /// The precision is that of the path the case's calls took (SPEC 4.1):
+  /// the declaration's own when a call named none, the loosest of them,
+  /// component by component, when they took different ones.
   std::pair<OracleResult, Tolerances> reference(const Problem& p);
+
+  /// The precision reference(p) judges by (see there).
+  PrecisionTraits judging_precision(const Problem& p) const;
+
+  /// Whether two calls of this case may differ in their bits: the
+  /// implementation declares ATTNCHECK_FEATURE_NONDETERMINISTIC, or the
+  /// calls took different paths (SPEC 4.1). A property that compares two
+  /// calls bitwise then compares them within tolerance.
+  bool calls_may_differ() const;
+
+  /// The name of the path the last call took ("" when it named none).
+  std::string last_path_name() const;
 
   /// At real sizes, discards the case before any call when the lengths of
   /// p's rows alone put one beyond the first-order analysis of the
@@ -120,6 +140,8 @@ class CaseContext {
   std::optional<Problem> failed_call;
   std::string failure_message;
   bool failure_died = false;  ///< the recorded failure was a crash or a hang
+  /// The path the failing call took (SPEC 4.1), "" when it named none.
+  std::string failed_path;
   /// The first failure recorded (before shrinking) and its failing call,
   /// and how many failures were recorded (1: the shrunk case is the first).
   std::optional<Case> first_failed_case;
@@ -134,6 +156,7 @@ class CaseContext {
   std::optional<gen::SizeShape> size_;
   OracleResult::Tier last_tier_ = OracleResult::Tier::certified;
   std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
+  std::vector<int> case_paths_;       // the path of each call of the current case
 };
 
 /// A property checked case by case: RapidCheck draws and shrinks cases, the

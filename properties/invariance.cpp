@@ -184,7 +184,7 @@ void judge_determinism(CaseContext& ctx, const Case& c) {
   const ForwardResult r1 = ctx.call_ok(p);
   const ForwardResult r2 = ctx.call_ok(p);
   Comparison cmp;
-  if (ctx.info().has(ATTNCHECK_FEATURE_NONDETERMINISTIC)) {
+  if (ctx.calls_may_differ()) {
     const auto [o, t] = ctx.reference(p);
     compare_array(cmp, ArrayKind::out, p, r1.out, r2.out, t.out, CompareMode::pairwise,
                   "second call");

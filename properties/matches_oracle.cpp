@@ -77,10 +77,14 @@ struct ScoreExponents {
   int lo, hi;
 };
 
+// By stage (SPEC 4.1): the exp overflows in the softmax's format, and u is
+// the coarsest of the q.k sums', the stored scores' and the softmax's
+// (4 u_sm |s_j| in D).
 ScoreExponents extreme_exponents(const PrecisionTraits& t) {
-  const DType accum = t.accum;
+  const DType accum = t.softmax_format();
   const int lo = accum == DType::f64 ? 10 : accum == DType::f16 ? 4 : 7;  // 2^lo > overflow point
-  const double u = std::max(unit_roundoff(accum), unit_roundoff(t.s_cast_format()));
+  const double u = std::max({unit_roundoff(t.score_format()), unit_roundoff(accum),
+                             unit_roundoff(t.s_cast_format())});
   return {lo, std::ilogb(0.01 / u)};
 }
 
@@ -90,13 +94,14 @@ std::optional<std::string> extreme_skip_reason(const ImplInfo& info, DType) {
   const PrecisionTraits& t = info.precision;
   const auto [lo, hi] = extreme_exponents(t);
   if (lo <= hi) return std::nullopt;
-  const bool by_scores = unit_roundoff(t.s_cast_format()) > unit_roundoff(t.accum);
+  const bool by_scores = unit_roundoff(t.s_cast_format()) > unit_roundoff(t.softmax_format());
   return fmt::format(
       "not judgeable under the declared precision: {} {} keeps the first-order analysis of SPEC "
       "4 only for scores below 2^{} (0.01 / u), beneath the exp-overflow point 2^{} of {} "
       "accumulation",
       by_scores ? "storing scores in" : "accumulating in",
-      dtype_name(by_scores ? t.s_cast_format() : t.accum), hi, lo, dtype_name(t.accum));
+      dtype_name(by_scores ? t.s_cast_format() : t.softmax_format()), hi, lo,
+      dtype_name(t.softmax_format()));
 }
 
 Case draw_extreme(CaseContext& ctx) {

@@ -38,6 +38,12 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   report << found;
   report << "  " << ctx.failure_message;
   if (!ctx.failure_message.ends_with('\n')) report << "\n";
+  // The dispatch path of the failing call, whose precision judged it.
+  if (!ctx.failed_path.empty()) {
+    report << fmt::format("  path: the failing call took path '{}' and was judged by its "
+                          "precision\n",
+                          ctx.failed_path);
+  }
   if (ctx.failed_case) {
     const Problem& p = ctx.failed_case->problem;
     out.counterexample =
@@ -73,6 +79,8 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       // What changes the cases or their judgement, so replay judges alike.
       if (config.cases > 0) f.meta["cases"] = config.cases;
       if (config.timeout_ms > 0) f.meta["timeout_ms"] = config.timeout_ms;
+      if (!ctx.failed_path.empty()) f.meta["path"] = ctx.failed_path;
+      if (config.baseline_factor != 8) f.meta["baseline_factor"] = config.baseline_factor;
       const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
                                            impl.info().name, dtype_name(dtype), prop.name);
       try {

@@ -1,6 +1,8 @@
 // Replay (attncheck/run.h): a fixture's case judged again by the property
 // it names, and the run configuration the fixture recorded.
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
@@ -71,6 +73,15 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
     throw InputError(fmt::format("{} does not declare {}, which the fixture's problem needs",
                                  impl.info().name, part));
   }
+  // The path the failing call took must be one the implementation has.
+  if (!config.replay_path.empty()) {
+    const auto& paths = impl.info().paths;
+    if (std::none_of(paths.begin(), paths.end(),
+                     [&](const ImplPath& x) { return x.name == config.replay_path; })) {
+      throw InputError(fmt::format("meta.path: {} declares no path '{}'", impl.info().name,
+                                   config.replay_path));
+    }
+  }
   try {
     if (auto out = object_outcome(*prop, impl, fixture.problem.dtype)) return *out;
     return judge_again(*prop, impl, fixture, config);
@@ -100,6 +111,18 @@ RunConfig replay_config(const Fixture& f, const ReplayOverrides& overrides) {
     config.timeout_ms = *overrides.timeout_ms;
   } else if (f.meta.contains("timeout_ms")) {
     config.timeout_ms = f.meta.value("timeout_ms", kDefaultCallTimeoutMs);
+  }
+  if (f.meta.contains("path")) {
+    if (!f.meta["path"].is_string()) throw InputError("meta.path: expected a path name (a string)");
+    config.replay_path = f.meta["path"].get<std::string>();
+  }
+  if (overrides.baseline_factor) {
+    config.baseline_factor = *overrides.baseline_factor;
+  } else if (f.meta.contains("baseline_factor")) {
+    const nlohmann::json& x = f.meta["baseline_factor"];
+    if (!x.is_number() || !(x.get<double>() >= 1))
+      throw InputError("meta.baseline_factor: expected a number of at least 1");
+    config.baseline_factor = x.get<double>();
   }
   return config;
 }

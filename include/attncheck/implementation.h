@@ -45,7 +45,8 @@ struct PrecisionTraits {
   uint32_t exp_ulps = 0;      ///< error of its exp, in ulps of softmax_accum
   bool flush_to_zero = false; ///< every format flushes (unless ftz_formats says which)
   int64_t key_block = 0;      ///< online-softmax block size; 0 = one pass
-  /// Format S is rounded to before softmax; nullopt = accum (not cast).
+  /// Format S is rounded to before softmax; nullopt = not cast (the q.k
+  /// sums' format: accum unless score_accum says otherwise).
   std::optional<DType> s_cast;
   /// kFtz* bits of the formats that flush; 0 = flush_to_zero
   /// decides for all of them.
@@ -64,7 +65,7 @@ struct PrecisionTraits {
   std::optional<DType> pv_accum;
 
   /// The format S is rounded to before softmax.
-  DType s_cast_format() const { return s_cast.value_or(accum); }
+  DType s_cast_format() const { return s_cast.value_or(score_format()); }
   DType score_format() const { return score_accum.value_or(accum); }
   DType softmax_format() const { return softmax_accum.value_or(accum); }
   DType pv_format() const { return pv_accum.value_or(accum); }

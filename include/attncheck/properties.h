@@ -44,6 +44,12 @@ struct RunConfig {
   /// A mixed combination of formats (--dtype q=F,kv=F,out=F, SPEC 5.2) the
   /// run is restricted to; nullopt = q = kv = out = the run's dtype.
   std::optional<DTypeCombo> combo;
+  /// Replaying a fixture: the dispatch path its failing call took (SPEC
+  /// 4.1), which judges a call that names none; "" = none recorded.
+  std::string replay_path;
+  /// AsAccurateAsBaseline's F (SPEC 2, --baseline-factor): the error an
+  /// implementation may have, in multiples of the baseline's.
+  double baseline_factor = 8;
 };
 
 /// False when the environment variable ATTNCHECK_REAL_SIZES is "0": the

@@ -33,10 +33,12 @@ struct ReplayOverrides {
   std::optional<std::string> profile;
   int cases = 0;
   std::optional<int64_t> timeout_ms;
+  std::optional<double> baseline_factor;
 };
 
 /// The run configuration a fixture's meta recorded (seed, strict, profile,
-/// cases, timeout_ms), with `overrides` applied: the one place that reads
+/// cases, timeout_ms, the failing call's dispatch path, baseline_factor),
+/// with `overrides` applied: the one place that reads
 /// it, for `attncheck replay` and the Python module. Throws InputError
 /// "--profile: ..." for an unknown profile. `timeout_ms` is set only when
 /// given or recorded (SPEC 5.3).

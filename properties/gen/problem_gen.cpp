@@ -924,9 +924,14 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   // a 16-bit accumulation (torch's bf16 matmuls): keep them within the
   // first-order analysis of that format, or most large-regime cases are
   // discarded as ill-conditioned.
-  if (info.precision.s_cast_format() != info.precision.accum ||
-      unit_roundoff(info.precision.accum) > unit_roundoff(DType::f32)) {
-    s.score_storage = info.precision.s_cast_format();
+  // By stage (SPEC 4.1): the q.k sums' format, and a declared softmax
+  // format coarser than the stored scores', which reads them.
+  const PrecisionTraits& pt = info.precision;
+  DType storage = pt.s_cast_format();
+  if (pt.softmax_accum && unit_roundoff(*pt.softmax_accum) > unit_roundoff(storage))
+    storage = *pt.softmax_accum;
+  if (storage != pt.score_format() || unit_roundoff(pt.score_format()) > unit_roundoff(DType::f32)) {
+    s.score_storage = storage;
   }
   for (const DTypeCombo& c : info.combos) {
     if (c.out == dtype) s.combos.push_back(c);
