@@ -1,0 +1,81 @@
+// Staged kernels (impls/staged_kernel.h) that misdeclare their arithmetic
+// or their path, and one whose f16 accumulator stagnates (SPEC 4.1, and
+// SPEC 2's AsAccurateAsBaseline).
+
+#include <memory>
+
+#include "../staged_kernel.h"
+#include "attncheck/registry.h"
+#include "naive.h"
+
+namespace attncheck::impls::broken {
+namespace {
+
+constexpr Features kStagedFeatures = kOnlineFeatures & ~ATTNCHECK_FEATURE_STRIDES;
+
+StagedArithmetic pv_f16(int64_t run) {
+  StagedArithmetic a;
+  a.pv = DType::f16;
+  a.pv_run = run;
+  return a;
+}
+
+std::shared_ptr<const Implementation> declared_f32() {
+  ImplInfo info = broken_info("staged_pv_f16_declared_f32", "MatchesOracle",
+                              "keeps the P.V sum in an f16 accumulator but declares every "
+                              "stage f32",
+                              kStagedFeatures);
+  info.dtypes = dtype_bit(DType::f32);
+  info.precision = staged_precision(StagedArithmetic{});
+  return std::make_shared<FunctionImpl>(
+      std::move(info), [](const Problem& p) { return staged_forward(p, pv_f16(64)); });
+}
+
+ATTNCHECK_REGISTER_IMPL(declared_f32());
+
+// Takes the f16 path always but says it took the f32 one.
+class WrongPath : public Implementation {
+ public:
+  WrongPath() {
+    info_ = broken_info("two_path_names_wrong_path", "MatchesOracle",
+                        "always computes with its f16-accumulator path but reports the f32 "
+                        "path",
+                        kStagedFeatures);
+    info_.dtypes = dtype_bit(DType::f32);
+    info_.paths = {{"short", staged_precision(pv_f16(64))},
+                   {"tiled", staged_precision(StagedArithmetic{})}};
+    info_.precision = info_.paths[0].precision;
+  }
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override {
+    ForwardResult r = staged_forward(p, pv_f16(64));
+    r.path = 1;
+    return r;
+  }
+
+ private:
+  ImplInfo info_;
+};
+
+ATTNCHECK_REGISTER_IMPL(std::make_shared<WrongPath>());
+
+// Declared honestly, but one f16 accumulator over the whole row: over
+// thousands of near-equal keys with values of one sign the sum stops
+// growing at 2048 (f16's spacing there is 2), so 4097 equal keys give
+// half the mean. MatchesOracle cannot judge such rows (beyond the first-
+// order limit of an f16 accumulator); the baseline can.
+std::shared_ptr<const Implementation> stagnates() {
+  ImplInfo info = broken_info("staged_pv_f16_stagnates", "AsAccurateAsBaseline",
+                              "one f16 P.V accumulator for the whole row (as ggml's CPU flash "
+                              "attention keeps it): stagnates over thousands of keys",
+                              kStagedFeatures);
+  info.dtypes = dtype_bit(DType::f32);
+  info.precision = staged_precision(pv_f16(0));
+  return std::make_shared<FunctionImpl>(
+      std::move(info), [](const Problem& p) { return staged_forward(p, pv_f16(0)); });
+}
+
+ATTNCHECK_REGISTER_IMPL(stagnates());
+
+}  // namespace
+}  // namespace attncheck::impls::broken

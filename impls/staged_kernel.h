@@ -1,0 +1,42 @@
+#pragma once
+// A kernel whose stages compute in formats of their own (SPEC 4.1), each
+// operation rounded to its stage's format: Q rounded before q.k, the q.k
+// sums, the softmax (online, over key blocks), the P.V accumulator
+// (unnormalised, rescaled with the running max), and the output. The
+// built-ins that show precision by stage and by path are made of it: an
+// f16 P.V accumulator beside f32 scores (as ggml's CPU flash attention
+// keeps it), Q rounded to f16, bf16 q.k sums with an f32 softmax, and a
+// kernel that dispatches between two such arithmetics.
+
+#include <cstdint>
+#include <optional>
+
+#include "attncheck/implementation.h"
+
+namespace attncheck::impls {
+
+/// The formats of a staged kernel's stages.
+struct StagedArithmetic {
+  std::optional<DType> q_cast;     ///< Q rounded to it before q.k; none = kept
+  DType score = DType::f32;        ///< every product and sum of q.k, and * scale
+  DType softmax = DType::f32;      ///< max, s - m, exp, l, the rescale factors
+  DType pv = DType::f32;           ///< the P.V accumulator and its rescales
+  /// Keys per online-softmax block: the running max is updated (and the
+  /// accumulators rescaled) once per block.
+  int64_t key_block = 64;
+  /// 0: one P.V accumulator for the whole row. n > 0: the accumulator is
+  /// added into an f32 total after every n keys and restarted (runs short
+  /// enough to judge, joined in f32).
+  int64_t pv_run = 0;
+};
+
+/// Out and lse for `p` (dense, every feature of impl_common.h's
+/// kOnlineFeatures), computed as `a` says. Empty rows are an error.
+ForwardResult staged_forward(const Problem& p, const StagedArithmetic& a);
+
+/// The precision traits that declare `a` honestly: each stage its format,
+/// accum the coarsest of them (older harnesses judge by it alone), exp
+/// within 1 ulp (the C library's), P not cast (p_cast = softmax).
+PrecisionTraits staged_precision(const StagedArithmetic& a);
+
+}  // namespace attncheck::impls
