@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "attncheck/registry.h"
 #include "impl_common.h"
@@ -13,12 +14,20 @@
 namespace attncheck::impls {
 namespace {
 
+// The formats llama.cpp runs: Q and the output in f32, K and V in f16.
+const std::vector<DTypeCombo> kF16Cache = {{DType::f32, DType::f16, DType::f32}};
+
 std::shared_ptr<const Implementation> make(std::string name, const StagedArithmetic& a,
-                                           std::string description) {
+                                           std::string description,
+                                           std::vector<DTypeCombo> combos = {}) {
   ImplInfo info = reference_info(std::move(name), DType::f32,
                                  kOnlineFeatures & ~ATTNCHECK_FEATURE_STRIDES,
                                  EmptyRowPolicy::error, std::move(description));
   info.precision = staged_precision(a);
+  if (!combos.empty()) {
+    info.combos = std::move(combos);
+    info.dtypes = 0;
+  }
   return std::make_shared<FunctionImpl>(std::move(info),
                                         [a](const Problem& p) { return staged_forward(p, a); });
 }
@@ -34,7 +43,8 @@ StagedArithmetic pv_f16_runs() {
 
 ATTNCHECK_REGISTER_IMPL(make("staged_pv_f16", pv_f16_runs(),
                              "online softmax in f32 with an f16 P.V accumulator over runs of 64 "
-                             "keys joined in f32; declared by stage (pv_accum f16)"));
+                             "keys joined in f32, K/V in f16; declared by stage (pv_accum f16)",
+                             kF16Cache));
 
 StagedArithmetic q_f16() {
   StagedArithmetic a;
@@ -44,7 +54,8 @@ StagedArithmetic q_f16() {
 
 ATTNCHECK_REGISTER_IMPL(make("staged_q_f16", q_f16(),
                              "Q rounded to f16 before q.k (as ggml rounds it to K's format), "
-                             "the rest in f32; declared by stage (q_cast f16)"));
+                             "K/V in f16, the rest in f32; declared by stage (q_cast f16)",
+                             kF16Cache));
 
 StagedArithmetic qk_bf16() {
   StagedArithmetic a;
@@ -69,6 +80,8 @@ class TwoPath : public Implementation {
     info_.paths = {{"short", staged_precision(pv_f16_runs())},
                    {"tiled", staged_precision(StagedArithmetic{})}};
     info_.precision = info_.paths[0].precision;  // the looser: sound for both
+    info_.combos = kF16Cache;
+    info_.dtypes = 0;
   }
   const ImplInfo& info() const override { return info_; }
   ForwardResult forward(const Problem& p) const override {

@@ -90,9 +90,15 @@ ForwardResult staged_forward(const Problem& p, const StagedArithmetic& a) {
             if (!p.allowed(b, h, i, j)) continue;
             const double w = rm(std::exp(rm(s[static_cast<size_t>(j)] - m)));
             l = rm(l + w);
+            const double half_range = max_finite(a.pv) / 2;
             for (int64_t d = 0; d < p.dv; ++d) {
               const double update = rm(w * (p.v.at(b, g, j, d) * vd));
-              acc[static_cast<size_t>(d)] = rp(acc[static_cast<size_t>(d)] + update);
+              double& x = acc[static_cast<size_t>(d)];
+              if (a.pv_guard && std::fabs(x + update) >= half_range) {
+                total[static_cast<size_t>(d)] = r32(total[static_cast<size_t>(d)] + x);
+                x = 0;
+              }
+              x = rp(x + update);
             }
             if (a.pv_run > 0 && ++run == a.pv_run) {
               for (int64_t d = 0; d < p.dv; ++d) {

@@ -28,6 +28,12 @@ struct StagedArithmetic {
   /// added into an f32 total after every n keys and restarted (runs short
   /// enough to judge, joined in f32).
   int64_t pv_run = 0;
+  /// Before an update would take the P.V accumulator to half its format's
+  /// largest finite or beyond, the accumulator is added into the f32 total
+  /// and restarted: an unnormalised 16-bit sum then never overflows (SPEC
+  /// 4.1's range rule: an overflow there is a failure). With values that
+  /// are themselves in a 16-bit format each update fits.
+  bool pv_guard = true;
 };
 
 /// Out and lse for `p` (dense, every feature of impl_common.h's

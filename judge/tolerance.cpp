@@ -544,6 +544,33 @@ Tolerances tolerances(const Problem& p, const OracleResult& o, const PrecisionTr
   return tol;
 }
 
+bool overflows_declared_formats(const Problem& p, const PrecisionTraits& t) {
+  if (p.varlen()) {
+    for (int64_t b = 0; b < p.batch; ++b)
+      if (p.seq_tq(b) > 0 && overflows_declared_formats(sequence_problem(p, b), t)) return true;
+    return false;
+  }
+  const std::optional<DType> q_format = t.q_cast_format(combo_of(p).kv);
+  const double qd = p.descale ? p.descale->q : 1.0;
+  if (q_format) {
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t d = 0; d < p.dk; ++d)
+            if (!(std::fabs(p.q.at(b, h, i, d) * qd) <= max_finite(*q_format))) return true;
+  }
+  const DType s_format = t.s_cast_format();
+  if (s_format == t.score_format()) return false;
+  const double gamma_dot = gamma(static_cast<double>(p.dk) + 2, unit_roundoff(t.score_format()));
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < p.tk; ++j)
+          if (p.allowed(b, h, i, j) && scores_may_overflow(p, b, h, i, j, s_format, gamma_dot))
+            return true;
+  return false;
+}
+
 bool beyond_first_order_by_length(const Problem& p, const PrecisionTraits& t) {
   if (p.varlen()) return false;
   const bool sinks = !p.sink.empty();

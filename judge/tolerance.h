@@ -69,6 +69,13 @@ Tolerances tolerances(const Problem& p, const OracleResult& o,
 /// False for varlen problems (their sequences are not looked at).
 bool beyond_first_order_by_length(const Problem& p, const PrecisionTraits& t);
 
+/// Whether p's inputs overflow a format the declared arithmetic rounds them
+/// to: a logical Q element past the q_cast format's largest finite, or a
+/// score that may round to an infinity in the s_cast format. Such rows are
+/// beyond the declared precision (tolerances() marks them), and a
+/// non-finite output there is the declared arithmetic's, not a failure.
+bool overflows_declared_formats(const Problem& p, const PrecisionTraits& t);
+
 /// gamma_n = n u / (1 - n u) (Higham's bound for n roundings), +inf when
 /// n u >= 1.
 double gamma(double n, double u);

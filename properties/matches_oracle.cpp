@@ -21,6 +21,11 @@ void judge_against_oracle(CaseContext& ctx, const Case& c) {
   const ForwardResult r = ctx.call_ok(p);
   for (size_t k = 0; k < r.out.size(); ++k) {
     if (!std::isfinite(r.out[k])) {
+      // Where the declared arithmetic itself overflows (Q past its q_cast
+      // format, scores past s_cast's) the case is beyond the declared
+      // precision, as the tolerance says.
+      if (overflows_declared_formats(p, ctx.judging_precision(p)))
+        ctx.discard("ill-conditioned (beyond first-order analysis)");
       const auto idx = unflatten(k, array_shape(ArrayKind::out, p));
       ctx.fail(fmt::format("out[{}] = {} is not finite", fmt::join(idx, ","), r.out[k]));
     }
@@ -56,8 +61,11 @@ double max_abs_score(const Problem& p) {
 // largest finite value of q's own storage format (q_dtype, which may be
 // narrower than the output's: an f16 q under an f32 output holds 65504 at
 // most); INT_MAX for an all-zero q.
-int max_q_shift(const Problem& p) {
-  const DType format = p.q_dtype.value_or(p.dtype);
+int max_q_shift(const Problem& p, const PrecisionTraits& t) {
+  DType format = p.q_dtype.value_or(p.dtype);
+  // Q rounded to a narrower format before q.k (q_cast) reaches only as far.
+  if (const std::optional<DType> q_cast = t.q_cast_format(combo_of(p).kv))
+    if (max_finite(*q_cast) < max_finite(format)) format = *q_cast;
   double q_max = 0;
   for (double v : p.q.data)
     if (std::isfinite(v)) q_max = std::max(q_max, std::fabs(v));
@@ -118,7 +126,8 @@ Case draw_extreme(CaseContext& ctx) {
   // Aim only as high as q's storage format reaches (an f16 q of
   // an f32 output was scaled to 2^24 and 65536, which f16 cannot hold):
   // the score exponent x takes the shift x - ilogb(m) of q.
-  const int top = static_cast<int>(std::min<int64_t>(hi, int64_t{std::ilogb(m)} + max_q_shift(p)));
+  const int top = static_cast<int>(
+      std::min<int64_t>(hi, int64_t{std::ilogb(m)} + max_q_shift(p, ctx.info().precision)));
   if (top < lo) ctx.discard("q's format cannot reach an extreme score");
   const int x = *rc::gen::resize(100, rc::gen::inRange(lo, top + 1));
   const int shift = x - std::ilogb(m);

@@ -25,7 +25,8 @@ std::shared_ptr<const Implementation> declared_f32() {
                               "keeps the P.V sum in an f16 accumulator but declares every "
                               "stage f32",
                               kStagedFeatures);
-  info.dtypes = dtype_bit(DType::f32);
+  info.dtypes = 0;
+  info.combos = {{DType::f32, DType::f16, DType::f32}};
   info.precision = staged_precision(StagedArithmetic{});
   return std::make_shared<FunctionImpl>(
       std::move(info), [](const Problem& p) { return staged_forward(p, pv_f16(64)); });
@@ -41,7 +42,8 @@ class WrongPath : public Implementation {
                         "always computes with its f16-accumulator path but reports the f32 "
                         "path",
                         kStagedFeatures);
-    info_.dtypes = dtype_bit(DType::f32);
+    info_.dtypes = 0;
+    info_.combos = {{DType::f32, DType::f16, DType::f32}};
     info_.paths = {{"short", staged_precision(pv_f16(64))},
                    {"tiled", staged_precision(StagedArithmetic{})}};
     info_.precision = info_.paths[0].precision;
@@ -69,7 +71,8 @@ std::shared_ptr<const Implementation> stagnates() {
                               "one f16 P.V accumulator for the whole row (as ggml's CPU flash "
                               "attention keeps it): stagnates over thousands of keys",
                               kStagedFeatures);
-  info.dtypes = dtype_bit(DType::f32);
+  info.dtypes = 0;
+  info.combos = {{DType::f32, DType::f16, DType::f32}};
   info.precision = staged_precision(pv_f16(0));
   return std::make_shared<FunctionImpl>(
       std::move(info), [](const Problem& p) { return staged_forward(p, pv_f16(0)); });

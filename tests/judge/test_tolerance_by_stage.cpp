@@ -15,6 +15,7 @@
 
 #include "attncheck/oracle.h"
 #include "attncheck/registry.h"
+#include "impls/staged_kernel.h"
 #include "judge/compare.h"
 #include "judge/tolerance.h"
 
@@ -68,7 +69,12 @@ constexpr uint32_t kDigestProblems = 12;
 // Declarations beyond the built-ins': each version 1 and version 2 trait.
 std::vector<PrecisionTraits> digest_traits() {
   std::vector<PrecisionTraits> v;
-  for (const auto& impl : registered_impls()) v.push_back(impl->info().precision);
+  // The built-ins that existed before stages (the ones declared by stage
+  // came with them).
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& info = impl->info();
+    if (!info.precision.has_stages() && info.paths.empty()) v.push_back(info.precision);
+  }
   PrecisionTraits t;
   t.accum = DType::bf16;
   t.p_cast = DType::bf16;
@@ -131,6 +137,156 @@ constexpr uint64_t kDigestBeforeStages = 14785426580353562559ull;
 TEST(ToleranceByStage, DeclarationsWithoutStagesKeepTheirTolerancesBitForBit) {
   EXPECT_EQ(tolerance_digest(), kDigestBeforeStages)
       << "the tolerances of declarations without stages changed";
+}
+
+TEST(ToleranceByStage, StagesDeclaredAtAccumsFormatChangeNothing) {
+  for (uint32_t k = 0; k < kDigestProblems; k += 3) {
+    const Problem p = digest_problem(k);
+    const OracleResult o = oracle(p);
+    for (const PrecisionTraits& t : digest_traits()) {
+      PrecisionTraits staged = t;
+      staged.score_accum = staged.softmax_accum = staged.pv_accum = t.accum;
+      // A declared pv_accum flushes by its own bit: the same as accum's.
+      if (t.ftz_formats && t.flushes(kFtzAccum)) staged.ftz_formats |= kFtzPvAccum;
+      const Tolerances a = tolerances(p, o, t), b = tolerances(p, o, staged);
+      EXPECT_EQ(a.out, b.out) << "problem " << k;
+      EXPECT_EQ(a.weights, b.weights) << "problem " << k;
+      EXPECT_EQ(a.lse, b.lse) << "problem " << k;
+      EXPECT_EQ(a.ill_conditioned, b.ill_conditioned) << "problem " << k;
+    }
+  }
+}
+
+// ---- Each stage's term: needed (a kernel with that arithmetic fails the
+// declaration without it) and sufficient (passes the one with it).
+
+// An f32 problem with K/V in f16 (llama.cpp's formats): Q values that f16
+// does not hold, Q and K within +-`qk`, V in [1, 3] (values of one sign
+// make an accumulator's roundings add up), 3 queries of `tk` keys per head.
+Problem f16_cache_problem(uint32_t seed, int64_t tk, int64_t dk, double qk = 2.0) {
+  std::mt19937 rng(seed);
+  Problem p = Problem::zeros(DType::f32, 1, 2, 1, 3, tk, dk, 8);
+  p.kv_dtype = DType::f16;
+  for (double& x : p.q.data) x = round_to(DType::f32, value(rng, qk) + 1e-4);
+  for (double& x : p.k.data) x = round_to(DType::f16, value(rng, qk));
+  for (double& x : p.v.data) x = round_to(DType::f16, value(rng, 1.0) + 2);
+  p.validate();
+  return p;
+}
+
+Comparison compare_out(const Problem& p, const OracleResult& o, const ForwardResult& r,
+                       const Tolerances& t) {
+  Comparison c;
+  compare_kinds(c, {ArrayKind::out, ArrayKind::lse}, p, o, r, t, CompareMode::tolerance);
+  return c;
+}
+
+// The staged kernel's arithmetic `a`: passes its own declaration on every
+// problem, with a budget that shows the term is not loose; fails the
+// declaration that lacks the stage on some problem.
+void expect_needed_and_sufficient(const impls::StagedArithmetic& a,
+                                  const PrecisionTraits& without, int64_t tk, int64_t dk,
+                                  const char* what, double qk = 2.0) {
+  const PrecisionTraits with = impls::staged_precision(a);
+  double largest = 0;
+  bool failed_without = false;
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    const Problem p = f16_cache_problem(seed, tk, dk, qk);
+    const OracleResult o = oracle(p);
+    const ForwardResult r = impls::staged_forward(p, a);
+    const Tolerances t = tolerances(p, o, with);
+    ASSERT_EQ(t.ill_conditioned_rows, 0) << what << " seed " << seed;
+    const Comparison c = compare_out(p, o, r, t);
+    EXPECT_TRUE(c.ok()) << what << " seed " << seed << "\n" << c.describe_failures();
+    largest = std::max(largest, c.max_budget_used);
+    const Tolerances t0 = tolerances(p, o, without);
+    if (t0.ill_conditioned_rows == 0 && !compare_out(p, o, r, t0).ok()) failed_without = true;
+  }
+  // Within 50x of the arithmetic's worst error on these few problems; the
+  // property runs of docs/implementations.md reach 0.23 to 0.34.
+  EXPECT_GT(largest, 0.02) << what << ": the term is far looser than the arithmetic";
+  EXPECT_TRUE(failed_without) << what << ": the kernel passes without its stage declared";
+}
+
+TEST(ToleranceByStage, QRoundedToF16NeedsItsQCastTerm) {
+  impls::StagedArithmetic a;
+  a.q_cast = DType::f16;
+  expect_needed_and_sufficient(a, impls::staged_precision(impls::StagedArithmetic{}), 16, 64,
+                               "q_cast f16");
+}
+
+TEST(ToleranceByStage, Bf16ScoreSumsNeedTheirScoreAccumTerm) {
+  impls::StagedArithmetic a;
+  a.score = DType::bf16;
+  expect_needed_and_sufficient(a, impls::staged_precision(impls::StagedArithmetic{}), 16, 8,
+                               "score_accum bf16", 0.5);
+}
+
+TEST(ToleranceByStage, AnF16AccumulatorNeedsItsPvAccumTerm) {
+  impls::StagedArithmetic a;
+  a.pv = DType::f16;
+  a.key_block = 4;  // rescales on these rows too
+  expect_needed_and_sufficient(a, impls::staged_precision(impls::StagedArithmetic{}), 40, 16,
+                               "pv_accum f16");
+}
+
+TEST(ToleranceByStage, AQElementPastTheQCastRangeIsBeyondTheDeclaredPrecision) {
+  Problem p = f16_cache_problem(1, 4, 8);
+  p.q.at(0, 1, 2, 3) = 70000;  // f16's largest finite is 65504
+  const OracleResult o = oracle(p);
+  impls::StagedArithmetic a;
+  a.q_cast = DType::f16;
+  const PrecisionTraits t = impls::staged_precision(a);
+  EXPECT_TRUE(overflows_declared_formats(p, t));
+  const Tolerances tol = tolerances(p, o, t);
+  EXPECT_EQ(tol.ill_conditioned_rows, 1);
+  EXPECT_EQ(tol.ill_conditioned[static_cast<size_t>(1 * p.tq + 2)], 1);
+}
+
+// SPEC 4.1's range rule: a 16-bit accumulator of an unnormalised sum that
+// overflows is a failure, never ill-conditioning. Two equal keys with
+// value 40000 (f16): the sum 80000 is past f16's 65504.
+TEST(ToleranceByStage, AnOverflowingSixteenBitAccumulatorFails) {
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 2, 8, 8);
+  p.kv_dtype = DType::f16;
+  for (double& x : p.v.data) x = 40000;
+  p.validate();
+  const OracleResult o = oracle(p);
+  impls::StagedArithmetic unguarded;
+  unguarded.pv = DType::f16;
+  unguarded.pv_guard = false;
+  const Tolerances t = tolerances(p, o, impls::staged_precision(unguarded));
+  EXPECT_EQ(t.ill_conditioned_rows, 0);
+  EXPECT_FALSE(compare_out(p, o, impls::staged_forward(p, unguarded), t).ok());
+  impls::StagedArithmetic guarded = unguarded;
+  guarded.pv_guard = true;
+  EXPECT_TRUE(compare_out(p, o, impls::staged_forward(p, guarded), t).ok());
+}
+
+// ---- Comparing precisions (core/precision.cpp).
+
+TEST(ToleranceByStage, ADescriptorTighterThanAPathIsNamed) {
+  impls::StagedArithmetic f16_pv;
+  f16_pv.pv = DType::f16;
+  const PrecisionTraits loose = impls::staged_precision(f16_pv);
+  const PrecisionTraits tight = impls::staged_precision(impls::StagedArithmetic{});
+  EXPECT_EQ(tighter_component(loose, tight), "");
+  EXPECT_EQ(tighter_component(loose, loose), "");
+  EXPECT_NE(tighter_component(tight, loose), "");
+  PrecisionTraits pv_only = tight;
+  pv_only.pv_accum = DType::f16;
+  EXPECT_NE(tighter_component(tight, pv_only).find("pv_accum"), std::string::npos);
+  PrecisionTraits more_ulps = tight;
+  more_ulps.exp_ulps = 4;
+  EXPECT_NE(tighter_component(tight, more_ulps).find("exp_ulps"), std::string::npos);
+  PrecisionTraits q = tight;
+  q.q_cast_kv = true;
+  EXPECT_NE(tighter_component(tight, q).find("q_cast"), std::string::npos);
+  // The loosest of two is as loose as each, the tightest as tight.
+  const PrecisionTraits both = loosest(tight, more_ulps, DType::f16);
+  EXPECT_EQ(tighter_component(both, tight), "");
+  EXPECT_EQ(tighter_component(both, more_ulps), "");
+  EXPECT_EQ(tighter_component(loose, tightest(loose, tight, DType::f16)), "");
 }
 
 }  // namespace
