@@ -48,6 +48,14 @@ ImplInfo adapter_info(std::string name, DType d, Features features, Limits limit
   info.precision.exp_ulps = 1;
   info.precision.flush_to_zero = false;
   info.precision.key_block = 0;
+  // By stage (SPEC 4.1), in 16 bits: the matmuls' sums and S in d, the
+  // softmax in float, P rounded to d, P.V summed in d (torch_common.h).
+  if (unit_roundoff(d) > unit_roundoff(DType::f32)) {
+    info.precision.score_accum = d;
+    info.precision.s_cast = d;
+    info.precision.softmax_accum = DType::f32;
+    info.precision.pv_accum = d;
+  }
   info.limits = limits;
   info.description = std::move(description);
   return info;
