@@ -331,8 +331,12 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           terms.eps = clamp(terms.eps);
           const double pv = terms.gamma_pv + terms.pv_rescale;
           if (pv > kFirstOrderLimit) {
-            terms.gamma_pv *= kFirstOrderLimit / pv;
-            terms.pv_rescale *= kFirstOrderLimit / pv;
+            // gamma is infinite from n u >= 1 (an f16 accumulator past
+            // about 2000 keys): all of it is then the limit, and scaling
+            // inf by L / inf would give NaN.
+            const bool unbounded = std::isinf(terms.gamma_pv);
+            terms.gamma_pv = unbounded ? kFirstOrderLimit : terms.gamma_pv * (kFirstOrderLimit / pv);
+            terms.pv_rescale = unbounded ? 0.0 : terms.pv_rescale * (kFirstOrderLimit / pv);
           }
         }
         const double gamma_n = terms.gamma_n;
