@@ -100,6 +100,18 @@ bool narrow_enough(const OracleResult& e, const Tolerances& t) {
          fits(e.lse_radius, t.lse);
 }
 
+// The same for AsAccurateAsBaseline, which compares outputs only, on the
+// rows it judges: beyond the usual tolerance (`usual`) and within T^L's.
+bool narrow_enough_beyond(const Problem& p, const OracleResult& e, const Tolerances& usual,
+                          const Tolerances& at_limit) {
+  for (size_t k = 0; k < e.out_radius.size(); ++k) {
+    const size_t row = k / static_cast<size_t>(p.dv);  // out is [b][h][tq][dv], rows [b][h][tq]
+    if (!usual.ill_conditioned[row] || at_limit.ill_conditioned[row]) continue;
+    if (e.out_radius[k] > 0 && !(e.out_radius[k] * 100 <= at_limit.out[k])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 PrecisionTraits CaseContext::judging_precision(const Problem& p) const {
@@ -142,6 +154,31 @@ std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
   Tolerances t = tolerances(p, o, precision);
   if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
   return {std::move(o), std::move(t)};
+}
+
+CaseContext::BeyondReference CaseContext::reference_beyond(const Problem& p) {
+  const PrecisionTraits precision = judging_precision(p);
+  BeyondReference r;
+  // The usual tolerances first: a case with no row beyond them has nothing
+  // to judge here, and T^L is not needed.
+  const auto judge_with = [&](OracleResult o) {
+    r.usual = tolerances(p, o, precision);
+    if (r.usual.ill_conditioned_rows > 0) r.at_limit = tolerances(p, o, precision, true);
+    r.o = std::move(o);
+  };
+  if (!p.varlen() && p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom &&
+      precision.accum != DType::f64 && !enclosure_unsupported(p)) {
+    judge_with(enclose(p));
+    if (r.usual.ill_conditioned_rows == 0 || narrow_enough_beyond(p, r.o, r.usual, r.at_limit)) {
+      last_tier_ = OracleResult::Tier::enclosure;
+      return r;
+    }
+  }
+  last_tier_ = OracleResult::Tier::certified;
+  OracleResult o = oracle(p);
+  if (!o.uncertified.empty()) discard("oracle could not certify a value");
+  judge_with(std::move(o));
+  return r;
 }
 
 void CaseContext::screen(const Problem& p) {

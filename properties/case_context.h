@@ -86,6 +86,20 @@ class CaseContext {
   /// component by component, when they took different ones.
   std::pair<OracleResult, Tolerances> reference(const Problem& p);
 
+  /// AsAccurateAsBaseline's reference (SPEC 2): the reference of p, its
+  /// tier chosen as reference(p) chooses it, with the usual tolerances
+  /// (whose ill-conditioned rows are the rows it judges) and T^L
+  /// (tolerances(..., at_limit = true): ill-conditioned only where scores
+  /// or Q overflow their format), computed only when some row is
+  /// ill-conditioned (else left empty). No case is discarded for an
+  /// ill-conditioned row; the enclosure is taken when it is at most 1/100
+  /// of T^L wide on every row judged.
+  struct BeyondReference {
+    OracleResult o;
+    Tolerances usual, at_limit;
+  };
+  BeyondReference reference_beyond(const Problem& p);
+
   /// The precision reference(p) judges by (see there).
   PrecisionTraits judging_precision(const Problem& p) const;
 

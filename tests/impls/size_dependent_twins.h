@@ -39,12 +39,20 @@ inline constexpr std::array<std::string_view, 5> kServingTwinsAtSize = {
 inline constexpr std::array<std::string_view, 2> kServingTwinsSmall = {
     "broken_cu_seqlens_staged_for_4", "broken_block_table_stride_from_lengths"};
 
+/// Twins whose arithmetic is declared honestly but is less accurate than
+/// the plain algorithm in the same formats on rows beyond the declared
+/// precision, which only AsAccurateAsBaseline judges (SPEC 2): an f16
+/// accumulator kept over thousands of keys. Real sizes reach those rows;
+/// tests/properties/test_baseline_property catches each with the CI
+/// profile, seeds 1 to 3.
+inline constexpr std::array<std::string_view, 1> kBaselineTwins = {"staged_pv_f16_stagnates"};
+
 /// Whether `name` is caught only with real sizes.
 inline bool caught_only_at_real_size(std::string_view name) {
   const auto in = [name](const auto& list) {
     return std::find(list.begin(), list.end(), name) != list.end();
   };
-  return in(kSizeDependentTwins) || in(kServingTwinsAtSize);
+  return in(kSizeDependentTwins) || in(kServingTwinsAtSize) || in(kBaselineTwins);
 }
 
 /// Whether `name` is one of the serving-kernel twins above.
