@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -54,6 +55,17 @@ const CLI::Validator kNonEmpty(
     [](std::string& s) { return s.empty() ? std::string("an empty value") : std::string(); },
     "NONEMPTY");
 
+// --baseline-factor: AsAccurateAsBaseline's F (SPEC 2), a finite number of
+// at least 1 (below 1 an implementation would have to beat the baseline).
+const CLI::Validator kBaselineFactor(
+    [](std::string& s) {
+      char* end = nullptr;
+      const double f = std::strtod(s.c_str(), &end);
+      const bool ok = !s.empty() && end && *end == '\0' && std::isfinite(f) && f >= 1;
+      return ok ? std::string() : std::string("expected a number of at least 1");
+    },
+    "F");
+
 // An error line: its own words and up to kForeignTextChars of each foreign
 // string in it (a path, a field), so a few of those.
 constexpr size_t kMessageChars = 4 * kForeignTextChars;
@@ -72,6 +84,7 @@ struct CheckOptions {
   std::string seed;
   bool strict = false, no_isolation = false, no_real_sizes = false;
   int64_t timeout_ms = kDefaultCallTimeoutMs;
+  double baseline_factor = 8;
 };
 
 // The implementations of --plugin and --python, in this process with
@@ -154,6 +167,7 @@ struct ReplayOptions {
   bool no_isolation = false;
   bool strict = false, no_strict = false;
   std::optional<int64_t> timeout_ms;
+  std::optional<double> baseline_factor;
   std::string profile, dtype;
   int cases = 0;
 };
@@ -169,6 +183,7 @@ int replay_command(const ReplayOptions& opt) {
   if (!opt.profile.empty()) overrides.profile = opt.profile;
   overrides.cases = opt.cases;
   overrides.timeout_ms = opt.timeout_ms;
+  overrides.baseline_factor = opt.baseline_factor;
   const RunConfig config = replay_config(f, overrides);
   const int64_t timeout_ms = config.timeout_ms > 0 ? config.timeout_ms : kDefaultCallTimeoutMs;
   // The case is the fixture's: a --dtype naming another is a mistake.
@@ -229,6 +244,7 @@ int check_command(const CheckOptions& opt) {
   config.run.strict = opt.strict;
   config.run.real_sizes = !opt.no_real_sizes;
   if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
+  config.run.baseline_factor = opt.baseline_factor;
   config.run.save_failures_dir = opt.save_failures;
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
 
@@ -351,6 +367,10 @@ int run_cli(int argc, char** argv) {
                                 "is stopped too)",
                                 kDefaultCallTimeoutMs, kWallTimeoutFactor))
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  check->add_option("--baseline-factor", opt.baseline_factor,
+                    "AsAccurateAsBaseline's F: an error up to F times the baseline's, plus T^L "
+                    "(default 8; at least 1)")
+      ->check(kBaselineFactor);
   check->add_flag("--no-isolation", opt.no_isolation,
                   "run implementations in this process (for a debugger; a crash then ends "
                   "the run)");
@@ -361,6 +381,7 @@ int run_cli(int argc, char** argv) {
 
   ReplayOptions ropt;
   int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
+  double replay_baseline_factor = 8;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
   replay->add_option("FIXTURE", ropt.path, "fixture JSON")->required()->check(kNonEmpty);
   replay->add_option("--impl", ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
@@ -375,6 +396,10 @@ int run_cli(int argc, char** argv) {
       replay->add_option("--timeout-ms", replay_timeout_ms,
                          "per-call limit of CPU time, as for check (default: the fixture's)")
           ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  CLI::Option* replay_baseline =
+      replay->add_option("--baseline-factor", replay_baseline_factor,
+                         "AsAccurateAsBaseline's F, as for check (default: the fixture's)")
+          ->check(kBaselineFactor);
   replay->add_flag("--no-isolation", ropt.no_isolation, "run the implementation in this process");
   CLI::Option* replay_strict =
       replay->add_flag("--strict", ropt.strict, "judge as check --strict (default: the fixture's)");
@@ -431,6 +456,7 @@ int run_cli(int argc, char** argv) {
     if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
     if (app.got_subcommand("replay")) {
       if (replay_timeout->count() > 0) ropt.timeout_ms = replay_timeout_ms;
+      if (replay_baseline->count() > 0) ropt.baseline_factor = replay_baseline_factor;
       return replay_command(ropt);
     }
     if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);

@@ -21,6 +21,7 @@ std::string judgement_options(const RunConfig& config) {
   if (config.profile != Profile::ci) options += fmt::format(" --profile {}", profile_name(config.profile));
   if (config.cases > 0) options += fmt::format(" --cases {}", config.cases);
   if (config.timeout_ms > 0) options += fmt::format(" --timeout-ms {}", config.timeout_ms);
+  if (config.baseline_factor != 8) options += fmt::format(" --baseline-factor {}", config.baseline_factor);
   if (!config.real_sizes) options += " --no-real-sizes";
   return options;
 }
