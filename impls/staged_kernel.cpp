@@ -56,10 +56,15 @@ ForwardResult staged_forward(const Problem& p, const StagedArithmetic& a) {
         }
         for (int64_t j = 0; j < p.tk; ++j) {
           if (!p.allowed(b, h, i, j)) continue;
-          double t = 0;
-          for (int64_t d = 0; d < p.dk; ++d)
-            t = rs(t + rs(q[static_cast<size_t>(d)] * p.k.at(b, g, j, d)));
-          t = rs(t * scale);
+          double t = 0, run_sum = 0;
+          for (int64_t d = 0; d < p.dk; ++d) {
+            run_sum = rs(run_sum + rs(q[static_cast<size_t>(d)] * p.k.at(b, g, j, d)));
+            if (a.score_run > 0 && (d + 1) % a.score_run == 0) {
+              t = r32(t + run_sum);
+              run_sum = 0;
+            }
+          }
+          t = rs(r32(t + run_sum) * scale);
           if (p.softcap > 0) t = rm(p.softcap * rm(std::tanh(rm(t / p.softcap))));
           s[static_cast<size_t>(j)] = rm(t + p.bias_at(b, h, i, j));
         }

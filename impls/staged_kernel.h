@@ -19,6 +19,10 @@ namespace attncheck::impls {
 struct StagedArithmetic {
   std::optional<DType> q_cast;     ///< Q rounded to it before q.k; none = kept
   DType score = DType::f32;        ///< every product and sum of q.k, and * scale
+  /// 0: one q.k sum over all dk products. n > 0: sums of n products in
+  /// `score`, added into an f32 total (runs short enough to judge, joined
+  /// in f32, as SPEC 2's baseline allowance T^L models).
+  int64_t score_run = 0;
   DType softmax = DType::f32;      ///< max, s - m, exp, l, the rescale factors
   DType pv = DType::f32;           ///< the P.V accumulator and its rescales
   /// Keys per online-softmax block: the running max is updated (and the

@@ -21,7 +21,7 @@ StagedArithmetic pv_f16(int64_t run) {
 }
 
 std::shared_ptr<const Implementation> declared_f32() {
-  ImplInfo info = broken_info("staged_pv_f16_declared_f32", "MatchesOracle",
+  ImplInfo info = broken_info("broken_pv_f16_declared_f32", "MatchesOracle",
                               "keeps the P.V sum in an f16 accumulator but declares every "
                               "stage f32",
                               kStagedFeatures);
@@ -38,7 +38,7 @@ ATTNCHECK_REGISTER_IMPL(declared_f32());
 class WrongPath : public Implementation {
  public:
   WrongPath() {
-    info_ = broken_info("two_path_names_wrong_path", "MatchesOracle",
+    info_ = broken_info("broken_path_misreported", "MatchesOracle",
                         "always computes with its f16-accumulator path but reports the f32 "
                         "path",
                         kStagedFeatures);
@@ -67,7 +67,7 @@ ATTNCHECK_REGISTER_IMPL(std::make_shared<WrongPath>());
 // half the mean. MatchesOracle cannot judge such rows (beyond the first-
 // order limit of an f16 accumulator); the baseline can.
 std::shared_ptr<const Implementation> stagnates() {
-  ImplInfo info = broken_info("staged_pv_f16_stagnates", "AsAccurateAsBaseline",
+  ImplInfo info = broken_info("broken_pv_f16_stagnates", "AsAccurateAsBaseline",
                               "one f16 P.V accumulator for the whole row (as ggml's CPU flash "
                               "attention keeps it): stagnates over thousands of keys",
                               kStagedFeatures);

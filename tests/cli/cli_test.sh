@@ -122,6 +122,16 @@ contains out.txt "^passed *loop_zero_f64" "the fixture names its implementation"
 expect 1 "replay against a broken implementation" -- replay "$src/fixtures/regressions/tolerance-f64-subnormal-weight.json" --impl broken_f64_in_f32
 contains out.txt "FAILED MatchesOracle on broken_f64_in_f32" "replay reports the failure"
 expect 1 "replay of a saved counterexample reproduces it" -- replay fails/broken_softmax_query_axis-f64-MatchesOracle.json
+
+# Precision by path (SPEC 4.1): the failing call's path is in the report
+# and the fixture, replay judges by it, and a path the implementation
+# does not have is the fixture's fault.
+expect 1 "a call that names the wrong path fails" -- check --impl broken_path_misreported --property MatchesOracle --save-failures paths
+contains out.txt "path: the failing call took path 'tiled'" "the report names the failing call's path"
+contains paths/broken_path_misreported-f32-MatchesOracle.json '"path": "tiled"' "the fixture records the path"
+expect 1 "replay judges by the recorded path" -- replay paths/broken_path_misreported-f32-MatchesOracle.json
+sed 's/"path": "tiled"/"path": "nowhere"/' paths/broken_path_misreported-f32-MatchesOracle.json >nopath.json
+usage_error "a fixture's path the implementation lacks" "meta.path" -- replay nopath.json
 usage_error "replay of a missing file" "nope.json: cannot open" -- replay nope.json
 usage_error "replay with an unknown implementation" "unknown implementation" -- replay fails/broken_softmax_query_axis-f64-MatchesOracle.json --impl nope
 

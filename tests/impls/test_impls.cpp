@@ -545,10 +545,16 @@ TEST(Broken, EachBugShowsOnItsCase) {
     // expensive way).
     // broken_eager_bf16_undeclared_s_cast computes what eager_bf16 does:
     // its bug is its declaration (tests/impls/test_eager.cpp).
+    // broken_pv_f16_declared_f32 and broken_path_misreported compute what
+    // staged_pv_f16 computes: their bug is their declaration, or the path
+    // they name (tests/judge/test_tolerance_by_stage.cpp, and the
+    // BrokenImplementation of tests/run/test_runner.cpp).
     if (i->info().caught_by == "GradientsMatchOracle" ||
         i->info().caught_by == "MultiHeadConsistency" ||
         i->info().name == "broken_local_full_matrix" ||
-        i->info().name == "broken_eager_bf16_undeclared_s_cast") {
+        i->info().name == "broken_eager_bf16_undeclared_s_cast" ||
+        i->info().name == "broken_pv_f16_declared_f32" ||
+        i->info().name == "broken_path_misreported") {
       continue;
     }
     // Their cases are of real size, in test_broken_at_size.

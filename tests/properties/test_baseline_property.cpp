@@ -43,8 +43,8 @@ Fixture stagnating_row(const std::string& impl_name) {
 }
 
 TEST(AsAccurateAsBaseline, CatchesAStagnatingAccumulatorOnARowBeyondTheDeclaredPrecision) {
-  const Fixture f = stagnating_row("staged_pv_f16_stagnates");
-  const PropertyOutcome o = replay_fixture(f, *impl("staged_pv_f16_stagnates"), replay_config(f));
+  const Fixture f = stagnating_row("broken_pv_f16_stagnates");
+  const PropertyOutcome o = replay_fixture(f, *impl("broken_pv_f16_stagnates"), replay_config(f));
   ASSERT_EQ(o.status, PropertyStatus::failed) << o.message;
   // Both errors, their ratio, the allowance and the row.
   EXPECT_NE(o.message.find("row [0, 0, 0] (4097 allowed keys)"), std::string::npos) << o.message;
@@ -64,14 +64,14 @@ TEST(AsAccurateAsBaseline, PassesAKernelThatJoinsShortRunsInF32) {
 TEST(AsAccurateAsBaseline, TakesFFromTheRunOrTheFixture) {
   // The baseline's f32 error on this row is about 1e-8: a factor of 1e9
   // allows the twin's 0.4.
-  Fixture f = stagnating_row("staged_pv_f16_stagnates");
+  Fixture f = stagnating_row("broken_pv_f16_stagnates");
   ReplayOverrides overrides;
   overrides.baseline_factor = 1e9;
-  PropertyOutcome o = replay_fixture(f, *impl("staged_pv_f16_stagnates"), replay_config(f, overrides));
+  PropertyOutcome o = replay_fixture(f, *impl("broken_pv_f16_stagnates"), replay_config(f, overrides));
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
   f.meta["baseline_factor"] = 1e9;
   EXPECT_EQ(replay_config(f).baseline_factor, 1e9);
-  o = replay_fixture(f, *impl("staged_pv_f16_stagnates"), replay_config(f));
+  o = replay_fixture(f, *impl("broken_pv_f16_stagnates"), replay_config(f));
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
   f.meta["baseline_factor"] = 0.5;
   EXPECT_THROW(replay_config(f), InputError);
@@ -96,7 +96,7 @@ class StagnatingTwin : public testing::TestWithParam<uint64_t> {};
 
 TEST_P(StagnatingTwin, IsCaughtAtRealSizeAndItsFixtureReplaysAsAFailure) {
   if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
-  const auto twin = impl("staged_pv_f16_stagnates");
+  const auto twin = impl("broken_pv_f16_stagnates");
   EXPECT_EQ(twin->info().caught_by, "AsAccurateAsBaseline");
   RunConfig config;
   config.seed = GetParam();  // the CI profile, real sizes on
