@@ -58,7 +58,10 @@ TEST(BudgetsAtSize, EveryCorrectBuiltInStaysWithinTheBoundOn20000KeyRows) {
     std::vector<std::shared_ptr<const Implementation>> impls;
     for (const auto& impl : registered_impls()) {
       const ImplInfo& info = impl->info();
+      // A 16-bit stage (accum is the coarsest, SPEC 4.1) puts such rows
+      // beyond the first-order analysis: AsAccurateAsBaseline judges them.
       if (info.kind != Kind::broken && info.precision.accum != DType::f64 &&
+          unit_roundoff(info.precision.accum) <= unit_roundoff(DType::f32) &&
           info.supports_output(d)) {
         impls.push_back(impl);
       }

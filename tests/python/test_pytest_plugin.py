@@ -38,7 +38,7 @@ def test_one_test_per_implementation_dtype_and_property(pytester):
     assert "test_impls.py::good::MatchesOracle[f64]" in lines
     assert "test_impls.py::good::MatchesOracle[f32]" in lines
     assert "test_impls.py::noscale::RowSumsToOne[f64]" in lines
-    assert len(lines) == 3 * 24  # good in two dtypes, noscale in one; 24 properties
+    assert len(lines) == 3 * 25  # good in two dtypes, noscale in one; 25 properties
 
 
 def test_failure_report_is_the_message_and_k_selects(pytester):
