@@ -382,6 +382,10 @@ TEST(TorchBf16, BfloatAccumulationIsNeededForTheScoresTorchComputes) {
   ImplInfo eager_like = adapter->info();
   eager_like.precision.accum = DType::f32;
   eager_like.precision.s_cast = DType::bf16;
+  // Every stage in float (the adapter declares its sums by stage).
+  eager_like.precision.score_accum.reset();
+  eager_like.precision.softmax_accum.reset();
+  eager_like.precision.pv_accum.reset();
   const impls::FunctionImpl lying(eager_like,
                                   [&](const Problem& p) { return adapter->forward(p); });
   const PropertyOutcome caught = replay_fixture(f, lying, config);
