@@ -40,6 +40,20 @@
 
 namespace {
 
+// Why the ggml adapters are missing from this build ("" when they are
+// built): set by impls/CMakeLists.txt.
+constexpr const char* kGgmlNotBuilt = ATTNCHECK_GGML_NOT_BUILT;
+
+// The one line for an implementation name nothing registered; a ggml
+// adapter's name says why the adapters are missing.
+std::string unknown_impl(std::string_view option, const std::string& name) {
+  std::string line = fmt::format("{}: unknown implementation '{}' (see attncheck list)", option, name);
+  if (name.starts_with("ggml_") && *kGgmlNotBuilt != '\0') {
+    line += fmt::format("; the ggml adapters are not built: {}", kGgmlNotBuilt);
+  }
+  return line;
+}
+
 using namespace attncheck;
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitInterrupted = 3;
@@ -113,7 +127,7 @@ int describe_command(const std::string& name, const std::vector<std::string>& pl
                      const std::vector<std::string>& python, bool json) {
   const ImplList plugins = load_for_checking(checking_sources(plugin_paths, python, false, kDefaultCallTimeoutMs));
   const auto impl = find_implementation(plugins, name);
-  if (!impl) throw InputError(fmt::format("describe: unknown implementation '{}' (see attncheck list)", name));
+  if (!impl) throw InputError(unknown_impl("describe", name));
   if (json) {
     std::cout << implementation_json(impl->info()).dump(2) << "\n";
   } else {
@@ -202,7 +216,7 @@ int replay_command(const ReplayOptions& opt) {
   }
   if (name.empty()) throw InputError(path + ": meta.impl is missing; name one with --impl");
   const auto impl = find_implementation(plugins, name);
-  if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
+  if (!impl) throw InputError(unknown_impl("--impl", name));
   PropertyOutcome o;
   try {
     o = replay_fixture(f, *for_calls(impl, sources), config);
@@ -246,13 +260,15 @@ int check_command(const CheckOptions& opt) {
   if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
   config.run.baseline_factor = opt.baseline_factor;
   config.run.save_failures_dir = opt.save_failures;
+  // A build without the ggml adapters says so once, on the run's output.
+  if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
 
   // Without --impl: a plugin's implementations, else the session's default.
   if (opt.impls.empty()) config.impls = plugins;
   for (const std::string& name : opt.impls) {
     auto impl = find_implementation(plugins, name);
-    if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", name));
+    if (!impl) throw InputError(unknown_impl("--impl", name));
     config.impls.push_back(impl);
   }
   if (!opt.no_isolation) config.isolation = IsolationOptions{opt.timeout_ms};

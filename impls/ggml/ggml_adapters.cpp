@@ -57,6 +57,8 @@
 #include "attncheck/registry.h"
 #include "ggml_graph.h"
 
+#include <ggml-cpu.h>
+
 namespace attncheck::impls::ggml_adapters {
 namespace {
 
@@ -79,6 +81,15 @@ DType dot_accum(DType kv) {
   return kv == DType::f16 && f16_dot_sums_in_f16() ? DType::f16 : DType::f32;
 }
 
+// bf16 dot products on AVX512-BF16 builds run VDPBF16PS (vec.cpp's
+// ggml_vec_dot_bf16 and llamafile's bf16 tinyBLAS), which ignores MXCSR
+// and flushes subnormal f32 results to zero (Intel SDM): the q.k sums'
+// format flushes (kFtzAccum; the softmax, which it also names, does not,
+// which only loosens its terms by twice f32's smallest normal).
+uint32_t dot_flushes(DType kv) {
+  return kv == DType::bf16 && ggml_cpu_has_avx512_bf16() ? kFtzAccum : 0u;
+}
+
 PrecisionTraits base_precision() {
   PrecisionTraits t;
   t.accum = DType::f32;
@@ -95,6 +106,7 @@ PrecisionTraits vec_precision(DType kv) {
   PrecisionTraits t = base_precision();
   t.q_cast_kv = true;
   t.score_accum = dot_accum(kv);
+  t.ftz_formats = dot_flushes(kv);
   t.key_block = 1;
   if (kv == DType::f16) {
     t.pv_accum = DType::f16;
@@ -121,6 +133,7 @@ PrecisionTraits softmax_graph_precision(DType kv) {
   PrecisionTraits t = base_precision();
   t.q_cast_kv = true;
   t.score_accum = dot_accum(kv);
+  t.ftz_formats = dot_flushes(kv);
   t.pv_accum = dot_accum(kv);
   t.p_cast = kv;
   t.exp_ulps = kVExpfUlps;

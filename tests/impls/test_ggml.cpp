@@ -245,5 +245,28 @@ TEST(GgmlFinding, TiledLastTileReusesThePreviousTilesValues) {
   EXPECT_NEAR(r.out[0], ggml, 1e-5);
 }
 
+// F6 (builds whose f16 dot sums in f16: AVX512-FP16, ARM fp16 vector
+// arithmetic). ggml_vec_dot_f16 keeps q.k in f16 lanes: q = k = 32 over
+// 128 dims sums to 131072, past f16's range, and the score is inf, the
+// output NaN (0 - 0 * inf); the exact output is 1 (scores 2048 and 1024
+// after the scale 1/64). Builds that sum in f32 return 1.
+// fixtures/ggml/native-f16/f16-dot-overflow.json is this case.
+TEST(GgmlFinding, NativeF16DotOverflowsOnLargeScores) {
+  Problem p = problem(DType::f16, 1, 2, 128, 1);
+  p.scale = 1.0 / 64;
+  for (double& x : p.q.data) x = 32.0;
+  for (int64_t d = 0; d < 128; ++d) {
+    p.k.at(0, 0, 0, d) = 32.0;
+    p.k.at(0, 0, 1, d) = 16.0;
+  }
+  p.v.data = {1.0, 0.0};
+  const double got = run("ggml_fa_f16", p).out[0];
+  if (impls::ggml_adapters::f16_dot_sums_in_f16()) {
+    EXPECT_TRUE(std::isnan(got)) << got;
+  } else {
+    EXPECT_EQ(got, 1.0);
+  }
+}
+
 }  // namespace
 }  // namespace attncheck
