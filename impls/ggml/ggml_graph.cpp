@@ -131,7 +131,11 @@ ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPa
                  ggml_row_size(kv_type, p.dv) * static_cast<size_t>(B * G * p.tk) +
                  static_cast<size_t>(B * H * p.tq * p.tk) * sizeof(ggml_fp16_t) +
                  static_cast<size_t>(H) * f32 + static_cast<size_t>(B * H * p.tq * p.dv) * f32;
-  if (s.graph == Graph::softmax) bytes += static_cast<size_t>(B * H * p.tq * p.tk) * f32 * 4;
+  // The soft_max graph's score tensors: kq, the soft_max, and with a
+  // softcap the scale, tanh and scale between them.
+  if (s.graph == Graph::softmax) {
+    bytes += static_cast<size_t>(B * H * p.tq * p.tk) * f32 * (softcap ? 5 : 2);
+  }
   bytes += 32 * ggml_tensor_overhead() + ggml_graph_overhead() + (1u << 20);
   ggml_init_params params{bytes, nullptr, false};
   Context ctx(ggml_init(params));
