@@ -101,12 +101,19 @@ PrecisionTraits base_precision() {
   return t;
 }
 
-// Flash attention's vec path (and split_kv's chunks).
-PrecisionTraits vec_precision(DType kv) {
+// Where ggml's vec_dot computes q.k: Q converted to K's vec_dot_type
+// (q_cast = kv), the sums as dot_accum and dot_flushes say.
+PrecisionTraits vec_dot_precision(DType kv) {
   PrecisionTraits t = base_precision();
   t.q_cast_kv = true;
   t.score_accum = dot_accum(kv);
   t.ftz_formats = dot_flushes(kv);
+  return t;
+}
+
+// Flash attention's vec path (and split_kv's chunks).
+PrecisionTraits vec_precision(DType kv) {
+  PrecisionTraits t = vec_dot_precision(kv);
   t.key_block = 1;
   if (kv == DType::f16) {
     t.pv_accum = DType::f16;
@@ -130,10 +137,7 @@ PrecisionTraits tiled_precision() {
 }
 
 PrecisionTraits softmax_graph_precision(DType kv) {
-  PrecisionTraits t = base_precision();
-  t.q_cast_kv = true;
-  t.score_accum = dot_accum(kv);
-  t.ftz_formats = dot_flushes(kv);
+  PrecisionTraits t = vec_dot_precision(kv);
   t.pv_accum = dot_accum(kv);
   t.p_cast = kv;
   t.exp_ulps = kVExpfUlps;
