@@ -260,8 +260,6 @@ int check_command(const CheckOptions& opt) {
   if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
   config.run.baseline_factor = opt.baseline_factor;
   config.run.save_failures_dir = opt.save_failures;
-  // A build without the ggml adapters says so once, on the run's output.
-  if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
 
   // Without --impl: a plugin's implementations, else the session's default.
@@ -301,6 +299,8 @@ int check_command(const CheckOptions& opt) {
   if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
 
   config.cancel = &interrupted;
+  // A build without the ggml adapters says so once, on the run's output.
+  if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
   const SessionResult result = run_session(config, reporters);
   if (result.interrupted) return kExitInterrupted;
   return result.failed() ? kExitFailed : kExitOk;
