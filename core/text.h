@@ -14,9 +14,19 @@ namespace attncheck {
 /// message, and a 10 MB field cannot become a 10 MB line.
 inline constexpr size_t kForeignTextChars = 300;
 
-/// `s` with control characters escaped (newline as \n, tab as \t, others
-/// as \xHH: an ESC from a plugin never reaches the terminal raw) and cut to
-/// `cap` characters, with " ... (N characters)" stating the full length.
+/// `s` with control characters escaped (newline as \n, tab as \t, other C0
+/// characters and DEL as \xHH: an ESC from a plugin never reaches the
+/// terminal raw; C1 controls and the bidirectional formatting characters,
+/// which reorder what a terminal shows, as \uHHHH) and every byte that is
+/// not part of well-formed UTF-8 as \xHH, so the result is valid UTF-8 (a
+/// JSON report can always hold it); cut to `cap` characters, with
+/// " ... (N characters)" stating the full length.
 std::string printable(std::string_view s, size_t cap = kForeignTextChars);
+
+/// `s` as valid UTF-8, whole: each byte that is not part of a well-formed
+/// UTF-8 sequence (a Latin-1 file name, a truncated sequence) written as
+/// \xHH, everything else unchanged. For foreign text that must stay
+/// complete (a plugin's path in a report), where printable() would cut it.
+std::string utf8_escaped(std::string_view s);
 
 }  // namespace attncheck

@@ -9,6 +9,7 @@
 #include "attncheck/error.h"
 #include "core/features.h"
 #include "attncheck/fixture.h"
+#include "core/text.h"
 
 namespace attncheck {
 namespace {
@@ -34,6 +35,13 @@ nlohmann::json precision_json(const PrecisionTraits& pr) {
           {"pv_accum", format_or_null(pr.pv_accum)}};
 }
 
+// Lines of text that may quote a plugin, as JSON strings (valid UTF-8).
+nlohmann::json escaped_lines(const std::vector<std::string>& lines) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& line : lines) out.push_back(utf8_escaped(line));
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json implementation_json(const ImplInfo& info) {
@@ -49,10 +57,15 @@ nlohmann::json implementation_json(const ImplInfo& info) {
     paths.push_back({{"name", path.name}, {"precision", precision_json(path.precision)}});
   }
   const Limits& l = info.limits;
-  const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  return {{"name", info.name},
+  // Foreign text (a plugin's path and the description made of it) is
+  // escaped here, where it enters JSON: a Latin-1 file name must not make
+  // the report unwritable (nlohmann's dump throws on invalid UTF-8).
+  const auto or_null = [](const std::string& s) {
+    return s.empty() ? nlohmann::json() : nlohmann::json(utf8_escaped(s));
+  };
+  return {{"name", utf8_escaped(info.name)},
           {"kind", kind_name(info.kind)},
-          {"description", info.description},
+          {"description", utf8_escaped(info.description)},
           {"origin", or_null(info.origin)},
           {"caught_by", or_null(info.caught_by)},
           {"dtypes", dtypes},
@@ -84,7 +97,7 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
             {"tq", c.tq},       {"tk", c.tk},       {"dk", c.dk},
             {"dv", c.dv},       {"dtype", dtype_name(c.dtype)}};
     }
-    results.push_back({{"impl", o.impl},
+    results.push_back({{"impl", utf8_escaped(o.impl)},
                        {"kind", kind_name(o.kind)},
                        // SPEC 5.2's spelling: "bf16", or q=F,kv=F,out=F.
                        {"dtype", combo_name(o.combo.value_or(DTypeCombo{o.dtype, o.dtype, o.dtype}))},
@@ -93,9 +106,10 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                        {"cases", o.cases},
                        {"discarded", o.discarded},
                        {"max_budget_used", o.max_budget_used},
-                       {"message", o.message},
-                       {"diagnosis", o.diagnosis},
-                       {"fixture", o.fixture ? nlohmann::json(*o.fixture) : nlohmann::json()},
+                       // The messages quote plugins' text and paths.
+                       {"message", utf8_escaped(o.message)},
+                       {"diagnosis", escaped_lines(o.diagnosis)},
+                       {"fixture", o.fixture ? nlohmann::json(utf8_escaped(*o.fixture)) : nlohmann::json()},
                        {"counterexample", ce}});
   }
   nlohmann::json implementations = nlohmann::json::array();

@@ -19,5 +19,26 @@ TEST(Text, LongTextIsCutWithItsLengthStated) {
   EXPECT_EQ(printable("abcdef", 3), "abc ... (6 characters)");
 }
 
+TEST(Text, InvalidUtf8IsEscapedByteByByte) {
+  // A Latin-1 byte, a lone continuation byte, a truncated sequence, an
+  // overlong NUL, a surrogate: each byte as \\xHH; valid text kept.
+  EXPECT_EQ(printable("caf\xe9"), "caf\\xe9");
+  EXPECT_EQ(printable("a\x80" "b"), "a\\x80b");
+  EXPECT_EQ(printable("\xe2\x82"), "\\xe2\\x82");
+  EXPECT_EQ(printable("\xc0\x80"), "\\xc0\\x80");
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(utf8_escaped("caf\xe9.so"), "caf\\xe9.so");
+  EXPECT_EQ(utf8_escaped("line\nkept\xc3\xa9"), "line\nkept\xc3\xa9");
+}
+
+TEST(Text, C1AndBidiControlsAreEscaped) {
+  EXPECT_EQ(printable("a\xc2\x85" "b"), "a\\u0085b");
+  EXPECT_EQ(printable("\xe2\x80\xae" "evil"), "\\u202eevil");
+  EXPECT_EQ(printable("\xe2\x81\xa6x\xe2\x81\xa9"), "\\u2066x\\u2069");
+  EXPECT_EQ(printable("\xd8\x9c"), "\\u061c");
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -28,3 +28,11 @@ endforeach()
 add_test(NAME isolation.hostile_load COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/isolation_load_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_forker> $<TARGET_FILE_DIR:plugin_forker>)
 set_tests_properties(isolation.hostile_load PROPERTIES LABELS slow TIMEOUT 600)
+
+# Plugin text that is not clean UTF-8 (a Latin-1 byte in an error message
+# and in the plugin's file name, C1 and bidi controls): the reports are
+# still written, valid UTF-8, the text escaped.
+attncheck_test_plugin(plugin_latin1 ${CMAKE_CURRENT_LIST_DIR}/plugins/latin1.c)
+add_test(NAME isolation.non_utf8_text COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/utf8_test.sh
+  $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_latin1>)
+set_tests_properties(isolation.non_utf8_text PROPERTIES LABELS fast)
