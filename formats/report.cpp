@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -124,6 +126,10 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
 
 nlohmann::json merge_reports(const std::vector<std::string>& paths) {
   nlohmann::json merged;
+  // Which report each (implementation, dtype, property) came from: shards
+  // of one run never share one, so a second is the same report given twice
+  // (or overlapping shards), refused rather than counted twice.
+  std::map<std::tuple<std::string, std::string, std::string>, std::string> seen_results;
   for (const std::string& path : paths) {
     // Within the size and nesting limits; errors are one line naming the file.
     const nlohmann::json j = read_json_file(path);
@@ -151,6 +157,18 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
       if (!impls.is_array() || !std::all_of(impls.begin(), impls.end(), named)) {
         throw InputError(path + ": field 'implementations': expected an array of objects "
                                 "with a string 'name'");
+      }
+    }
+    for (const auto& r : j["results"]) {
+      const auto text = [&](const char* key) {
+        return r.contains(key) && r[key].is_string() ? r[key].get<std::string>() : std::string();
+      };
+      const auto key = std::make_tuple(text("impl"), text("dtype"), text("property"));
+      if (const auto [it, added] = seen_results.emplace(key, path); !added) {
+        throw InputError(fmt::format(
+            "{}: the result of {} on {} ({}) is already in {}: the same report twice, or "
+            "shards that overlap", path, std::get<2>(key), std::get<0>(key), std::get<1>(key),
+            it->second));
       }
     }
     if (merged.is_null()) {

@@ -147,6 +147,7 @@ if [[ $(grep -c '"property"' merged.json) -ne $all ]]; then
   failures=$((failures + 1))
 fi
 usage_error "merge of a non-report" "field 'format'" -- merge-reports m.json "$src/fixtures/seed_exercise1.json"
+usage_error "merge of the same report twice" "is already in shard1.json" -- merge-reports m.json shard1.json shard1.json
 # Serving formats: shards of a mixed combination merge with it kept.
 for k in 1 2; do
   expect 0 "mixed-format shard $k/2" -- check --impl paged_online_f32 --dtype q=f32,kv=e4m3,out=f32 \
