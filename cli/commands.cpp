@@ -2,6 +2,7 @@
 // prints, and maps outcomes to exit codes. main() is in main.cpp, so the
 // fuzz targets (tests/fuzz/) can drive run_cli in-process.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,7 @@ struct CheckOptions {
   int cases = 0;
   std::string seed;
   bool strict = false, no_isolation = false, no_real_sizes = false;
+  bool save_failures_given = false;  ///< --save-failures named on the command line
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   double baseline_factor = 8;
 };
@@ -287,6 +289,23 @@ int check_command(const CheckOptions& opt) {
   TextReporter text(std::cout);
   std::vector<Reporter*> reporters{&text};
   // Checked writable here, before any work.
+  // A directory the user names is checked now; the default one only when
+  // a failure is saved (a run in a read-only folder that fails nothing
+  // needs none).
+  if (opt.save_failures_given) check_output_directory(opt.save_failures, "--save-failures");
+  if (!opt.report.empty() && !opt.junit.empty()) {
+    // One file for both: the second writer would replace the first. A
+    // device (/dev/null) takes both.
+    std::error_code ec;
+    const auto a = std::filesystem::weakly_canonical(std::filesystem::absolute(opt.report, ec), ec);
+    const auto b = std::filesystem::weakly_canonical(std::filesystem::absolute(opt.junit, ec), ec);
+    struct stat st {};
+    const bool device = ::stat(a.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    if (a == b && !device) {
+      throw InputError(fmt::format("--report and --junit name the same file '{}': one would "
+                                   "replace the other", printable(opt.report)));
+    }
+  }
   std::optional<JsonReporter> json;
   std::optional<JunitReporter> junit;
   if (!opt.report.empty()) {
@@ -393,7 +412,8 @@ int run_cli(int argc, char** argv) {
   check->add_option("--report", opt.report, "write the JSON report here")->check(kNonEmpty);
   check->add_option("--junit", opt.junit, "write a JUnit XML report here (for CI test reporters)")
       ->check(kNonEmpty);
-  check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
+  CLI::Option* save_failures_opt =
+      check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
 
   ReplayOptions ropt;
   int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
@@ -479,6 +499,7 @@ int run_cli(int argc, char** argv) {
     if (app.got_subcommand(bench_cmd)) {
       return bench::bench_command(bench_opt);
     }
+    opt.save_failures_given = save_failures_opt->count() > 0;
     return check_command(opt);
   } catch (const InputError& e) {
     // One line, whatever the input put in it (a field's text, a plugin's).

@@ -62,6 +62,26 @@ void check_output_path(const std::string& path, const std::string& what) {
   }
 }
 
+void check_output_directory(const std::string& path, const std::string& what) {
+  if (path.empty()) cannot(what, path, "the path is empty");
+  std::error_code ec;
+  std::filesystem::path dir(path);
+  if (std::filesystem::exists(dir, ec)) {
+    if (!std::filesystem::is_directory(dir, ec)) cannot(what, path, "it is not a directory");
+    if (::access(dir.c_str(), W_OK) != 0) cannot(what, path, std::strerror(errno));
+    return;
+  }
+  // Created on the first failure: the nearest existing ancestor must take it.
+  std::filesystem::path up = std::filesystem::absolute(dir, ec).parent_path();
+  while (!up.empty() && !std::filesystem::exists(up, ec) && up != up.root_path()) up = up.parent_path();
+  if (!std::filesystem::is_directory(up, ec)) {
+    cannot(what, path, fmt::format("'{}' is not a directory", printable(up.string())));
+  }
+  if (::access(up.c_str(), W_OK) != 0) {
+    cannot(what, path, fmt::format("directory '{}': {}", printable(up.string()), std::strerror(errno)));
+  }
+}
+
 void write_output_file(const std::string& path, const std::string& text, const std::string& what) {
   check_output_path(path, what);
   const std::string target = resolved(path);

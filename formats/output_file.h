@@ -12,6 +12,12 @@ namespace attncheck {
 /// writable. Throws InputError "WHAT: cannot write 'PATH': why".
 void check_output_path(const std::string& path, const std::string& what);
 
+/// Checks, before any work, that fixtures can be saved in the directory
+/// `path`: an existing one must be a writable directory; a missing one is
+/// created later, so its nearest existing ancestor must be a writable
+/// directory. Throws InputError "WHAT: cannot write 'PATH': why".
+void check_output_directory(const std::string& path, const std::string& what);
+
 /// Writes `text` to `path`. A regular file (or a new one) is written beside
 /// it under a unique temporary name and renamed over it, so a reader never
 /// sees half a file and an earlier one survives a failed write; a symbolic

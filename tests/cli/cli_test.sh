@@ -76,6 +76,10 @@ usage_error "malformed JSON" "bad.json" -- oracle bad.json
 echo '{"format": "attncheck-problem-1", "dtype": "f64", "batch": 1, "heads": 1, "tq": 1, "tk": 1, "dk": 2, "dv": 1, "q": [1], "k": [1, 2], "v": [1]}' >short.json
 usage_error "wrong shape" "field 'q'" -- oracle short.json
 usage_error "report not writable" "--report" -- check --impl loop_f64 --report /nonexistent/dir/r.json
+usage_error "report and junit in one file" "--report and --junit name the same file" -- check --impl loop_f64 --report same.out --junit ./same.out
+echo "a file" >not_a_dir
+usage_error "save-failures names a file" "--save-failures: cannot write 'not_a_dir': it is not a directory" -- check --impl loop_f64 --save-failures not_a_dir
+usage_error "save-failures under a file" "--save-failures" -- check --impl loop_f64 --save-failures not_a_dir/sub
 
 expect 0 "oracle of exercise 1" -- oracle "$src/fixtures/seed_exercise1.json"
 contains out.txt '"format": "attncheck-oracle-1"' "oracle JSON format"
