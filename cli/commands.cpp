@@ -331,8 +331,9 @@ namespace attncheck::cli {
 
 int run_cli(int argc, char** argv) {
   // From the start: a Ctrl-C while LibTorch or a plugin loads is exit 3 too.
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
+  // SIGHUP (the terminal closed) and SIGUSR1/2 (whose default would end
+  // the run with no report) end it as SIGINT does: exit 3, reports written.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(sig, on_interrupt);
   // The LibTorch adapters (attncheck_torch.so) and any other built-in
   // module; one that cannot be loaded is said, and the rest goes on.
   for (const std::string& problem : load_builtin_modules()) {

@@ -308,6 +308,25 @@ if [[ $code -ne 3 ]] || ! grep -q '"status": "not-run"' interrupted.json || ! gr
 fi
 [[ ! -e interrupted.json.tmp ]] || { echo "FAIL: the report's temporary file was left behind"; failures=$((failures + 1)); }
 
+# SIGHUP and SIGUSR1 end a run as SIGINT does (exit 3, the report written),
+# rather than killing it with no report.
+for sig in HUP USR1; do
+  "$bin" check --impl loop_f64 --profile thorough --report sig$sig.json >sig$sig.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 6000); do
+    grep -q '^passed' sig$sig.txt 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -$sig $pid
+  wait $pid
+  code=$?
+  checks=$((checks + 1))
+  if [[ $code -ne 3 ]] || ! grep -q '"status": "not-run"' sig$sig.json; then
+    echo "FAIL: a check ended by SIG$sig: exit $code (expected 3), report with not-run results"
+    failures=$((failures + 1))
+  fi
+done
+
 # --junit: one testcase per (implementation, dtype, property), failures
 # with their report, skipped as skipped; the path checked before any work.
 expect 1 "check --junit" -- check --impl loop_f64 --impl broken_extra_logit --property RowSumsToOne --property ConstantValuesReproduced --dtype f64 --junit junit.xml --report junit-report.json
