@@ -310,15 +310,19 @@ fi
 
 # SIGHUP and SIGUSR1 end a run as SIGINT does (exit 3, the report written),
 # rather than killing it with no report.
+# Both runs at once (each waits for its first thorough result).
+declare -A sigpid
 for sig in HUP USR1; do
   "$bin" check --impl loop_f64 --profile thorough --report sig$sig.json >sig$sig.txt 2>&1 &
-  pid=$!
+  sigpid[$sig]=$!
+done
+for sig in HUP USR1; do
   for _ in $(seq 6000); do
     grep -q '^passed' sig$sig.txt 2>/dev/null && break
     sleep 0.1
   done
-  kill -$sig $pid
-  wait $pid
+  kill -$sig ${sigpid[$sig]}
+  wait ${sigpid[$sig]}
   code=$?
   checks=$((checks + 1))
   if [[ $code -ne 3 ]] || ! grep -q '"status": "not-run"' sig$sig.json; then
