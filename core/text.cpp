@@ -3,12 +3,7 @@
 #include <fmt/format.h>
 
 namespace attncheck {
-namespace {
 
-// The length of the well-formed UTF-8 sequence starting at s[i] (Unicode
-// 15, table 3-7: no overlong forms, no surrogates, nothing above
-// U+10FFFF) with its code point in *cp, or 0 when the byte there starts
-// none.
 size_t utf8_sequence(std::string_view s, size_t i, char32_t* cp) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
   const unsigned char b0 = byte(0);
@@ -40,6 +35,8 @@ size_t utf8_sequence(std::string_view s, size_t i, char32_t* cp) {
   *cp = c;
   return n;
 }
+
+namespace {
 
 // C1 controls and the characters that change the display order of text
 // around them (Unicode's bidirectional formatting characters).

@@ -14,6 +14,11 @@ namespace attncheck {
 /// message, and a 10 MB field cannot become a 10 MB line.
 inline constexpr size_t kForeignTextChars = 300;
 
+/// The length of the well-formed UTF-8 sequence starting at s[i] (Unicode
+/// 15, table 3-7: no overlong forms, no surrogates, nothing above
+/// U+10FFFF), its code point in *cp; 0 when the byte there starts none.
+size_t utf8_sequence(std::string_view s, size_t i, char32_t* cp);
+
 /// `s` with control characters escaped (newline as \n, tab as \t, other C0
 /// characters and DEL as \xHH: an ESC from a plugin never reaches the
 /// terminal raw; C1 controls and the bidirectional formatting characters,

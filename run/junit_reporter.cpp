@@ -8,30 +8,21 @@
 #include "formats/output_file.h"
 #include "attncheck/reporters.h"
 #include "attncheck/version.h"
+#include "core/text.h"
 
 namespace attncheck {
 
 namespace {
 
-// The length of the valid UTF-8 sequence XML 1.0 allows at s[i], or 0.
+// The length of the valid UTF-8 sequence XML 1.0 allows at s[i], or 0:
+// well-formed UTF-8 (core/text.h) of a character XML admits (no C0 control
+// but tab, newline and carriage return; not U+FFFE or U+FFFF).
 size_t xml_char_length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return c >= 0x20 || c == '\t' || c == '\n' || c == '\r' ? 1 : 0;
-  size_t n = 0;
-  uint32_t cp = 0, min = 0;
-  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07, min = 0x10000;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  const bool allowed = cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-                       cp != 0xFFFE && cp != 0xFFFF;
-  return allowed ? n : 0;
+  char32_t cp = 0;
+  const size_t n = utf8_sequence(s, i, &cp);
+  if (n == 0) return 0;
+  if (cp < 0x20) return cp == '\t' || cp == '\n' || cp == '\r' ? 1 : 0;
+  return cp == 0xFFFE || cp == 0xFFFF ? 0 : n;
 }
 
 }  // namespace
