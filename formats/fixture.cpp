@@ -3,7 +3,6 @@
 // from), reader beside writer, and its file.
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -12,7 +11,9 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
+#include "core/text.h"
 #include "formats/json_reader.h"
+#include "formats/output_file.h"
 #include "formats/pretty_json.h"
 #include "formats/problem_json.h"
 
@@ -134,16 +135,14 @@ void save_fixture(const std::string& path, const Fixture& f) {
   if (file.has_parent_path()) {
     std::filesystem::create_directories(file.parent_path(), ec);
     if (ec) {
-      throw InputError(fmt::format("{}: cannot create directory {}: {}", path,
-                                   file.parent_path().string(), ec.message()));
+      throw InputError(fmt::format("fixture: cannot write '{}': cannot create directory '{}': {}",
+                                   printable(path), printable(file.parent_path().string()),
+                                   ec.message()));
     }
   }
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out)
-    throw InputError(fmt::format("{}: cannot open file for writing", path));
-  out << formats::pretty_json(fixture_to_json(f)) << '\n';
-  out.close();
-  if (!out) throw InputError(fmt::format("{}: cannot write file", path));
+  // As a report: a FIFO, device or link where the fixture goes is refused,
+  // never opened (a FIFO with no reader would stop the run).
+  write_output_file(path, formats::pretty_json(fixture_to_json(f)) + "\n", "fixture");
 }
 
 }  // namespace attncheck

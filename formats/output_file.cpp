@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -33,25 +34,39 @@ bool write_all(int fd, const std::string& text) {
   return true;
 }
 
-// The file a path names: a symbolic link's target (the link stays a link).
-std::string resolved(const std::string& path) {
-  std::error_code ec;
-  const auto target = std::filesystem::canonical(path, ec);
-  return ec ? path : target.string();
+// What a file that is not a regular one is, for the message.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
 }
 
-}  // namespace
-
-void check_output_path(const std::string& path, const std::string& what) {
+// check_output_path's rule; the lstat of the existing file, or nullopt
+// when there is none. A symbolic link is refused rather than followed: the
+// rename would replace the link, and writing through it would not be atomic.
+// A second hard link is refused: the rename would split the links.
+std::optional<struct stat> checked_output(const std::string& path, const std::string& what) {
   if (path.empty()) cannot(what, path, "the path is empty");
-  const std::string target = resolved(path);
   struct stat st {};
-  if (::stat(target.c_str(), &st) == 0) {
+  std::optional<struct stat> existing;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) cannot(what, path, "it is a symbolic link; name the file itself");
     if (S_ISDIR(st.st_mode)) cannot(what, path, "it is a directory");
-    if (::access(target.c_str(), W_OK) != 0) cannot(what, path, std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) return;  // a device or FIFO: written in place
+    if (!S_ISREG(st.st_mode)) cannot(what, path, fmt::format("it is {}, not a regular file", kind_of(st.st_mode)));
+    if (st.st_nlink > 1) {
+      cannot(what, path, fmt::format("it has {} hard links, and replacing it would split them; "
+                                     "name a file with one link",
+                                     st.st_nlink));
+    }
+    if (::access(path.c_str(), W_OK) != 0) cannot(what, path, std::strerror(errno));
+    existing = st;
+  } else if (errno != ENOENT && errno != ENOTDIR) {
+    cannot(what, path, std::strerror(errno));
   }
-  auto dir = std::filesystem::path(target).parent_path();
+  auto dir = std::filesystem::path(path).parent_path();
   if (dir.empty()) dir = ".";
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
@@ -60,12 +75,20 @@ void check_output_path(const std::string& path, const std::string& what) {
   if (::access(dir.c_str(), W_OK) != 0) {
     cannot(what, path, fmt::format("directory '{}': {}", printable(dir.string()), std::strerror(errno)));
   }
+  return existing;
 }
+
+}  // namespace
+
+void check_output_path(const std::string& path, const std::string& what) { checked_output(path, what); }
 
 void check_output_directory(const std::string& path, const std::string& what) {
   if (path.empty()) cannot(what, path, "the path is empty");
   std::error_code ec;
   std::filesystem::path dir(path);
+  if (std::filesystem::is_symlink(dir, ec) && !std::filesystem::exists(dir, ec)) {
+    cannot(what, path, "it is a symbolic link to nothing");
+  }
   if (std::filesystem::exists(dir, ec)) {
     if (!std::filesystem::is_directory(dir, ec)) cannot(what, path, "it is not a directory");
     if (::access(dir.c_str(), W_OK) != 0) cannot(what, path, std::strerror(errno));
@@ -83,33 +106,29 @@ void check_output_directory(const std::string& path, const std::string& what) {
 }
 
 void write_output_file(const std::string& path, const std::string& text, const std::string& what) {
-  check_output_path(path, what);
-  const std::string target = resolved(path);
-  struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) cannot(what, path, std::strerror(errno));
-    const bool ok = write_all(fd, text);
-    const int saved = errno;
-    ::close(fd);
-    if (!ok) cannot(what, path, std::strerror(saved));
-    return;
+  // Checked again: the path may have become a FIFO or a link since the
+  // check before the work. Nothing is opened in place, so nothing blocks.
+  const std::optional<struct stat> existing = checked_output(path, what);
+  mode_t mode = 0;
+  if (existing) {
+    mode = existing->st_mode & 0777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
   }
-  std::string tmp = target + ".XXXXXX";
+  std::string tmp = path + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) cannot(what, path, std::strerror(errno));
-  const bool ok = write_all(fd, text) && ::fsync(fd) == 0;
+  // mkstemp makes the file 0600: the report gets the mode it replaces.
+  const bool ok = ::fchmod(fd, mode) == 0 && write_all(fd, text) && ::fsync(fd) == 0;
   const int saved = errno;
-  // mkstemp makes the file 0600; a report is as readable as any new file.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
   ::close(fd);
   if (!ok) {
     ::unlink(tmp.c_str());
     cannot(what, path, std::strerror(saved));
   }
-  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
     ::unlink(tmp.c_str());
     cannot(what, path, std::strerror(e));

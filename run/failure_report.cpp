@@ -88,6 +88,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
         save_fixture(path, f);
         out.fixture = path;
       } catch (const std::exception& e) {
+        out.fixture_error = e.what();
         report << "  (fixture not saved: " << e.what() << ")\n";
       }
     }

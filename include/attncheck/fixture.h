@@ -94,7 +94,10 @@ Fixture fixture_from_json(const nlohmann::json& j, const std::string& where);
 /// fixture_from_json. Throws InputError naming the file and the field.
 Fixture load_fixture(const std::string& path);
 
-/// Writes a fixture, creating parent directories; throws InputError.
+/// Writes a fixture, creating parent directories, as an output file is
+/// written (absent or a regular file, replaced atomically; a FIFO, device,
+/// directory or symbolic link there is refused, never opened). Throws
+/// InputError "fixture: cannot write 'PATH': why".
 void save_fixture(const std::string& path, const Fixture& f);
 
 /// The "attncheck-oracle-1" object for a problem and its oracle result.

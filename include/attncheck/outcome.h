@@ -40,6 +40,9 @@ struct PropertyOutcome {
   double max_budget_used = 0;  ///< largest budget used by a passing case
   std::string message;  ///< one line, or the whole failure report
   std::optional<std::string> fixture;
+  /// Why the failure's fixture could not be saved (one line naming the file
+  /// and the reason); the command then ends with exit 2 (docs/cli.md).
+  std::optional<std::string> fixture_error;
   std::optional<CounterexampleShape> counterexample;
   /// Names of the known bug classes (judge/diagnosis.h) that explain the
   /// shrunk counterexample's output; empty when none does or nothing failed.

@@ -15,7 +15,8 @@ expect() {
   local code=$1 what=$2
   shift 3
   checks=$((checks + 1))
-  "$bin" "$@" >out.txt 2>err.txt
+  # limit=S before a call bounds it (a FIFO with no reader must not hang the test).
+  ${limit:+timeout -k 5 "$limit"} "$bin" "$@" >out.txt 2>err.txt
   local got=$?
   if [[ $got -ne $code ]]; then
     echo "FAIL: $what: exit $got, expected $code (attncheck $*)"
@@ -80,6 +81,44 @@ usage_error "report and junit in one file" "--report and --junit name the same f
 echo "a file" >not_a_dir
 usage_error "save-failures names a file" "--save-failures: cannot write 'not_a_dir': it is not a directory" -- check --impl loop_f64 --save-failures not_a_dir
 usage_error "save-failures under a file" "--save-failures" -- check --impl loop_f64 --save-failures not_a_dir/sub
+
+# Output files are absent or regular files with one link, checked before
+# any work and again when written (docs/cli.md): never a FIFO (a run would
+# block with no reader), a device, or a symbolic link, live or dangling.
+mkfifo fifo.json
+limit=20 usage_error "a FIFO as --report" "--report: cannot write 'fifo.json': it is a FIFO, not a regular file" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report fifo.json
+limit=20 usage_error "a FIFO as merge-reports OUT" "merge-reports: cannot write 'fifo.json': it is a FIFO" -- merge-reports fifo.json "$src/fixtures/seed_exercise1.json"
+usage_error "/dev/null as --junit" "--junit: cannot write '/dev/null': it is a character device, not a regular file" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --junit /dev/null
+usage_error "/dev/stdout as --report" "--report: cannot write '/dev/stdout': it is a symbolic link" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report /dev/stdout
+ln -s nowhere.json dangling.json
+usage_error "a dangling symlink as --report" "--report: cannot write 'dangling.json': it is a symbolic link; name the file itself" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report dangling.json
+checks=$((checks + 1))
+[[ -L dangling.json && ! -e nowhere.json ]] || { echo "FAIL: the dangling symlink was replaced or followed"; failures=$((failures + 1)); }
+echo old >target.json
+ln -s target.json live.json
+usage_error "a live symlink as --report" "--report: cannot write 'live.json': it is a symbolic link" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report live.json
+echo old >linked.json
+ln linked.json other-link.json
+usage_error "a file with two hard links as --report" "--report: cannot write 'linked.json': it has 2 hard links" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report linked.json
+checks=$((checks + 1))
+[[ -L live.json && $(cat target.json) == old && $(cat other-link.json) == old && $(stat -c %h linked.json) == 2 ]] ||
+  { echo "FAIL: a refused output's file was changed"; failures=$((failures + 1)); }
+# A replaced report keeps its mode (not 0666 less the umask).
+echo old >mode.json
+chmod 640 mode.json
+(umask 022; "$bin" check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --report mode.json >/dev/null 2>&1)
+checks=$((checks + 1))
+[[ $(stat -c %a mode.json) == 640 ]] && grep -q attncheck-report-1 mode.json ||
+  { echo "FAIL: the replaced report's mode is $(stat -c %a mode.json), not 640"; failures=$((failures + 1)); }
+ln -s nowhere-dir dangling-dir
+usage_error "a dangling symlink as --save-failures" "--save-failures: cannot write 'dangling-dir': it is a symbolic link to nothing" -- check --impl loop_f64 --property RowSumsToOne --cases 5 --no-real-sizes --save-failures dangling-dir
+# A fixture that cannot be saved (a FIFO where it goes) is never opened:
+# one line naming it, the report written, exit 2.
+mkdir fifo-fails
+mkfifo fifo-fails/broken_softmax_query_axis-f64-MatchesOracle.json
+limit=20 expect 2 "a fixture that cannot be saved" -- check --impl broken_softmax_query_axis --property MatchesOracle --dtype f64 --no-real-sizes --save-failures fifo-fails --report fixture-report.json
+contains err.txt "^attncheck: fixture: cannot write 'fifo-fails/broken_softmax_query_axis-f64-MatchesOracle.json': it is a FIFO, not a regular file$" "the unsaved fixture is named on stderr"
+contains fixture-report.json '"status": "failed"' "the report is written when a fixture is not"
 
 expect 0 "oracle of exercise 1" -- oracle "$src/fixtures/seed_exercise1.json"
 contains out.txt '"format": "attncheck-oracle-1"' "oracle JSON format"

@@ -39,12 +39,14 @@ usage "report into a directory" "cannot write 'adir': it is a directory" \
 [[ -s out.txt ]] && fail "report into a directory: work started before the check"
 usage "report in a missing directory" "no directory" check --impl loop_f64 --report no/such/r.json
 
-# A device is written in place, never replaced.
-"$bin" check --impl loop_f64 --property RowSumsToOne --cases 5 --report /dev/null >/dev/null 2>&1 ||
-  fail "check --report /dev/null: exit $?"
+# A device is refused before any work (a report is a regular file), never
+# replaced.
+usage "check --report /dev/null" "cannot write '/dev/null': it is a character device" \
+  check --impl loop_f64 --property RowSumsToOne --cases 5 --report /dev/null
+[[ -s out.txt ]] && fail "check --report /dev/null: work started before the check"
 [[ -c /dev/null ]] || fail "/dev/null is no longer a character device"
 "$bin" check --impl loop_f64 --property RowSumsToOne --cases 5 --report r.json >/dev/null 2>&1
-"$bin" merge-reports /dev/null r.json >/dev/null 2>&1 || fail "merge-reports /dev/null: exit $?"
+usage "merge-reports /dev/null" "merge-reports: cannot write '/dev/null'" merge-reports /dev/null r.json
 [[ -c /dev/null ]] || fail "merge-reports replaced /dev/null"
 ls | grep -q '\.tmp\|XXXXXX\|r\.json\.' && fail "a temporary file was left: $(ls)"
 

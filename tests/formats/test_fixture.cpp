@@ -16,7 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "attncheck/error.h"
 
@@ -713,6 +716,28 @@ TEST(Fixture, SaveFailsWithInputError) {
   // A regular file where a parent directory should be.
   EXPECT_THROW(save_fixture((blocker / "sub" / "case.json").string(), f),
                InputError);
+  fs::remove_all(dir);
+}
+
+TEST(Fixture, SaveRefusesAFifoWithoutOpeningIt) {
+  const fs::path dir = temp_dir("save_fifo");
+  const fs::path fifo = dir / "case.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A reader, so that code which opened the FIFO would not block the test.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  Fixture f;
+  f.problem = full_problem();
+  try {
+    save_fixture(fifo.string(), f);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "fixture: cannot write '" + fifo.string() + "': it is a FIFO, not a regular file");
+  }
+  char c;
+  EXPECT_EQ(::read(reader, &c, 1), 0) << "the FIFO was written";
+  ::close(reader);
   fs::remove_all(dir);
 }
 
