@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
+#include "attncheck/problem.h"
 
 namespace attncheck {
 
@@ -34,5 +35,14 @@ std::vector<std::string> bit_names(uint32_t bits, std::span<const NamedBit> tabl
 inline std::vector<std::string> feature_names(Features features) {
   return bit_names(features, feature_table());
 }
+
+/// The declared features a call on `p` exercises, each a phrase naming
+/// its ATTNCHECK_FEATURE_* bit: "a causal mask (CAUSAL)", ... An alignment
+/// counts only where it differs from the other one (causal or window, and
+/// some sequence with tq != tk); strides only on a dense problem laid out
+/// otherwise than contiguously. A generated problem uses only declared
+/// features, so each is one the implementation declares: the refusal rule
+/// of docs/properties.md counts the cases exercising each.
+std::vector<std::string> features_exercised(const Problem& p);
 
 }  // namespace attncheck

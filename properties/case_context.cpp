@@ -2,6 +2,7 @@
 // safely, the reference tier chosen, a case's verdict recorded; and the
 // helpers the families share.
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 
@@ -9,6 +10,7 @@
 #include <rapidcheck.h>
 
 #include "attncheck/error.h"
+#include "core/features.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -39,6 +41,7 @@ void CaseContext::require_declared(const Problem& p) {
 ForwardResult CaseContext::call(const Problem& p) {
   last_call_ = p;
   require_declared(p);
+  exercise(p);
   ForwardResult r;
   try {
     r = impl_.forward(p);
@@ -49,7 +52,7 @@ ForwardResult CaseContext::call(const Problem& p) {
   } catch (...) {
     fail("the implementation threw a non-standard exception");
   }
-  if (r.status == Status::unsupported) discard("unsupported by the implementation");
+  if (r.status == Status::unsupported) refused(p);
   if (r.status == Status::ok) {
     const auto n_paths = static_cast<int>(info().paths.size());
     // Replay: a call that names no path is judged by the fixture's.
@@ -230,6 +233,44 @@ void CaseContext::discard(const std::string& reason) {
   ++discarded;
   ++discard_reasons[reason];
   RC_DISCARD(reason);
+}
+
+uint64_t CaseContext::feature_bit(const std::string& feature) {
+  auto& names = refusals_.features;
+  const auto it = std::find(names.begin(), names.end(), feature);
+  const size_t i = static_cast<size_t>(it - names.begin());
+  if (i >= 64) return 0;
+  if (it == names.end()) names.push_back(feature);
+  return uint64_t{1} << i;
+}
+
+void CaseContext::exercise(const Problem& p, bool backward) {
+  case_called_ = true;
+  for (const std::string& f : features_exercised(p)) case_features_ |= feature_bit(f);
+  if (backward) case_features_ |= feature_bit("the backward pass (BACKWARD)");
+  // One combination is every case's: refusing it is refusing everything,
+  // which the mostly-discarded rule reports.
+  if (!config_.combo && info().combos_with_output(dtype_).size() > 1) {
+    const uint64_t bit = feature_bit("the formats " + combo_name(combo_of(p)));
+    case_features_ |= bit;
+    refusals_.need_contrast |= bit;
+  }
+}
+
+void CaseContext::refused(const Problem& p, bool backward) {
+  exercise(p, backward);
+  case_refused_ = true;
+  discard("unsupported by the implementation");
+}
+
+void CaseContext::end_case() {
+  if (case_called_) {
+    Refusals::Count& c = refusals_.by_set[case_features_];
+    ++c.cases;
+    if (case_refused_) ++c.refused;
+  }
+  case_features_ = 0;
+  case_called_ = case_refused_ = false;
 }
 
 void CaseContext::passed(double budget_used) {

@@ -5,10 +5,12 @@
 // a property in the catalog. The engine that drives them (RapidCheck, the
 // real-size phase, shrinking, reports, replay) is run/'s.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +59,7 @@ class CaseContext {
   void begin(const Case& c) {
     current_ = &c;
     case_paths_.clear();
+    end_case();
   }
 
   /// Calls forward. An exception thrown by the implementation, or a result
@@ -140,6 +143,38 @@ class CaseContext {
   /// Discards the current case, counted under `reason` (throws).
   [[noreturn]] void discard(const std::string& reason);
 
+  /// Discards the current case because the implementation answered
+  /// UNSUPPORTED to a call on p (`backward`: a backward call), counted
+  /// under "unsupported by the implementation" and in refusals() (throws).
+  [[noreturn]] void refused(const Problem& p, bool backward = false);
+
+  /// Notes that the current case calls the implementation on p, for
+  /// refusals(); call() does, and so does every other call of a case.
+  void exercise(const Problem& p, bool backward = false);
+
+  /// The cases that called the implementation and how many of them it
+  /// refused (answered UNSUPPORTED), per set of declared features their
+  /// calls exercised: features_exercised's (core/features.h), the backward
+  /// pass, and the formats when the run draws among several combinations.
+  struct Refusals {
+    struct Count {
+      int cases = 0, refused = 0;
+    };
+    /// The features seen; bit i of a set is features[i]. At most 64 (about
+    /// 20 exist); later ones are not counted.
+    std::vector<std::string> features;
+    /// The features (bits) that a property may exercise in every case
+    /// without being its subject: the formats. The refusal rule blames
+    /// them only against cases without them.
+    uint64_t need_contrast = 0;
+    std::map<uint64_t, Count> by_set;
+  };
+  /// The refusals so far, the current case's included.
+  const Refusals& refusals() {
+    end_case();
+    return refusals_;
+  }
+
   /// Records a passing case's budget used.
   void passed(double budget_used);
 
@@ -171,6 +206,14 @@ class CaseContext {
   OracleResult::Tier last_tier_ = OracleResult::Tier::certified;
   std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
   std::vector<int> case_paths_;       // the path of each call of the current case
+  // Folds the current case into refusals_ (once).
+  void end_case();
+  // The bit of `feature` in refusals_, 0 past 64 features.
+  uint64_t feature_bit(const std::string& feature);
+  Refusals refusals_;
+  uint64_t case_features_ = 0;  // the features the current case's calls exercised
+  bool case_called_ = false;    // the current case called the implementation
+  bool case_refused_ = false;   // and it refused one of them
 };
 
 /// A property checked case by case: RapidCheck draws and shrinks cases, the

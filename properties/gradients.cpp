@@ -34,6 +34,7 @@ std::vector<double> draw_dout(const Problem& p) {
 // gradients of the wrong size fail it.
 BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   ctx.require_declared(p);
+  ctx.exercise(p, true);
   BackwardResult r;
   try {
     r = ctx.impl().backward(p);
@@ -44,7 +45,7 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   } catch (...) {
     ctx.fail("the implementation's backward threw a non-standard exception");
   }
-  if (r.status == Status::unsupported) ctx.discard("unsupported by the implementation");
+  if (r.status == Status::unsupported) ctx.refused(p, true);
   if (r.status == Status::error) {
     ctx.fail("backward reported an error on a problem without empty rows: " + r.error);
   }

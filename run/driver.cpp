@@ -5,6 +5,9 @@
 
 #include <cstdlib>
 #include <exception>
+#include <functional>
+#include <optional>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -32,6 +35,68 @@ std::string discard_summary(const CaseContext& ctx) {
     s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, reason);
   }
   return s;
+}
+
+// The refusal rule (docs/properties.md): below this many cases exercising
+// a feature its share of refusals says little (at 10, a kernel refusing
+// 30% of them is judged refusing most with probability 0.05, one refusing
+// them all always is), and 10 is reached by a feature drawn on a coin's
+// toss within --cases 20, where refused cases are drawn again.
+constexpr int kMinCasesToJudgeRefusals = 10;
+
+// The declared features the implementation refused on most of the cases
+// that exercised them (docs/properties.md), one phrase naming each. A
+// feature is blamed when it was refused on more than half of at least
+// kMinCasesToJudgeRefusals cases, and the cases without it were refused at
+// most half the time; where none lacked it (the property's subject, causal
+// in CausalPrefixIndependence), when `answers_plain` says the
+// implementation answers the smallest problem of the run's format without
+// any feature (so it is the feature it refuses, not the format; never the
+// formats themselves, which refusing everything refuses too). Refusing
+// nearly everything is the mostly-discarded rule's `unsupported`, not a
+// feature.
+// Most refused first; the cases a blamed feature explains are set aside
+// before the next is sought, so features drawn with it are not blamed for
+// its refusals. Empty when none.
+std::string refused_features(const CaseContext::Refusals& r,
+                             const std::function<bool()>& answers_plain) {
+  using Count = CaseContext::Refusals::Count;
+  std::map<uint64_t, Count> left = r.by_set;
+  std::string s;
+  for (;;) {
+    Count all;
+    for (const auto& [set, n] : left) {
+      all.cases += n.cases;
+      all.refused += n.refused;
+    }
+    size_t best = r.features.size();
+    Count best_n;
+    for (size_t i = 0; i < r.features.size(); ++i) {
+      const uint64_t bit = uint64_t{1} << i;
+      Count with;
+      for (const auto& [set, n] : left) {
+        if (!(set & bit)) continue;
+        with.cases += n.cases;
+        with.refused += n.refused;
+      }
+      const Count without{all.cases - with.cases, all.refused - with.refused};
+      if (with.cases < kMinCasesToJudgeRefusals || 2 * with.refused <= with.cases) continue;
+      const bool attributable = without.cases > 0 ? 2 * without.refused <= without.cases
+                                                  : !(r.need_contrast & bit) && answers_plain();
+      if (!attributable) continue;
+      const int64_t lhs = int64_t{with.refused} * best_n.cases;
+      const int64_t rhs = int64_t{best_n.refused} * with.cases;
+      if (best == r.features.size() || lhs > rhs || (lhs == rhs && with.cases > best_n.cases)) {
+        best = i;
+        best_n = with;
+      }
+    }
+    if (best == r.features.size()) return s;
+    s += fmt::format("{}{} of {} cases with {}", s.empty() ? "" : ", ", best_n.refused,
+                     best_n.cases, r.features[best]);
+    const uint64_t bit = uint64_t{1} << best;
+    std::erase_if(left, [bit](const auto& e) { return (e.first & bit) != 0; });
+  }
 }
 
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
@@ -72,7 +137,33 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
   rc::detail::FailureResult failure;
   rc::detail::GaveUpResult gave_up;
   rc::detail::Error error;
-  if (result.match(success)) {
+  // Asked at most once, only when a feature is on every case: the
+  // implementation answers (anything but UNSUPPORTED, without dying) a
+  // 1 x 1 problem of the run's formats with no feature at all.
+  std::optional<bool> plain;
+  const auto answers_plain = [&] {
+    if (!plain) {
+      Problem p = Problem::zeros(dtype, 1, 1, 1, 1, 1, 1, 1);
+      if (config.combo) {
+        p.q_dtype = config.combo->q;
+        p.kv_dtype = config.combo->kv;
+      }
+      try {
+        plain = impl.forward(p).status != Status::unsupported;
+      } catch (...) {
+        plain = false;
+      }
+    }
+    return *plain;
+  };
+  const std::string refused = refused_features(ctx.refusals(), answers_plain);
+  if (!refused.empty() && (result.match(success) || result.match(gave_up))) {
+    out.status = PropertyStatus::failed;
+    out.message = fmt::format(
+        "FAILED {} on {}: the implementation refused (answered UNSUPPORTED) {}, which it "
+        "declares; {} cases judged, {} discarded ({})",
+        prop.name, impl.info().name, refused, ctx.cases, ctx.discarded, discard_summary(ctx));
+  } else if (result.match(success)) {
     if (ctx.discarded > ctx.cases) {
       out.status = PropertyStatus::unsupported;
       out.message = fmt::format("{} cases judged, {} discarded ({}): mostly discarded, not passed",
@@ -127,8 +218,9 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
 
 }  // namespace
 
-PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
-                             DType dtype, const RunConfig& config) {
+std::optional<PropertyOutcome> outcome_without_calls(const PropertyDef& prop,
+                                                     const Implementation& impl, DType dtype,
+                                                     const RunConfig& config) {
   if (config.combo && !impl.info().supports(*config.combo)) {
     // A mixed combination (--dtype q=F,kv=F,out=F, SPEC 5.2) runs only where
     // it is declared; the generator then draws every problem in it.
@@ -152,8 +244,14 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
   }
   if (auto out = object_outcome(prop, impl, dtype)) {
     out->combo = config.combo;
-    return *out;
+    return out;
   }
+  return std::nullopt;
+}
+
+PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
+                             DType dtype, const RunConfig& config) {
+  if (auto out = outcome_without_calls(prop, impl, dtype, config)) return *out;
   try {
     PropertyOutcome out;
     if (prop.has_cases()) {

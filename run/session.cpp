@@ -5,7 +5,6 @@
 #include "attncheck/session.h"
 
 #include <cstdlib>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -128,10 +127,6 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
   const auto cancelled = [&] {
     return (config.cancel && config.cancel->load()) || cancel_requested();
   };
-  // Implementations that hung on the shrunk case of a property: not called
-  // again, each later property fails with that property's case.
-  std::map<std::string, PropertyOutcome> hung;
-
   for (Reporter* r : reporters) r->on_start(result.seed, result.profile, result.shard);
   for (const WorkItem& item : work_list(session)) {
     PropertyOutcome o;
@@ -140,14 +135,21 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
       o = blank_outcome(*item.property, *item.impl, item.dtype);
       o.status = PropertyStatus::not_run;
       o.message = "interrupted";
-    } else if (const auto h = hung.find(item.impl->info().name); h != hung.end()) {
-      o = blank_outcome(*item.property, *item.impl, item.dtype);
-      o.status = PropertyStatus::failed;
-      o.message = fmt::format("not called: the implementation hangs on the smallest problem of "
-                              "{} ({}; see its fixture)",
-                              h->second.property, dtype_name(h->second.dtype));
-      o.fixture = h->second.fixture;
-      o.counterexample = h->second.counterexample;
+    } else if (isolated && isolated->out_of_hangs()) {
+      // The run's bound on hangs (docs/isolation.md): what needs no call
+      // keeps its verdict, the rest is not run.
+      auto skip = outcome_without_calls(*item.property, *item.impl, item.dtype, config.run);
+      if (skip) {
+        o = std::move(*skip);
+      } else {
+        o = blank_outcome(*item.property, *item.impl, item.dtype);
+        o.combo = config.run.combo;
+        o.status = PropertyStatus::not_run;
+        o.message = fmt::format(
+            "not run: the implementation hung {} times in this run, the bound on a run "
+            "(docs/isolation.md); the failed properties give its hanging cases",
+            kMaxHangsPerRun);
+      }
     } else {
       if (isolated) isolated->begin_property();
       o = run_property(*item.property, *item.impl, item.dtype, config.run);
@@ -156,8 +158,6 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
         o = blank_outcome(*item.property, *item.impl, item.dtype);
         o.status = PropertyStatus::not_run;
         o.message = "interrupted";
-      } else if (isolated && o.status == PropertyStatus::failed && isolated->hung()) {
-        hung.emplace(o.impl, o);
       }
     }
     apply_expected_failures(config.expected_failures, o);

@@ -19,6 +19,14 @@ struct Fixture;
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config);
 
+/// The outcome run_property gives without calling the implementation: a
+/// skip with its reason (an undeclared combination, dtype or feature), or
+/// a verdict on the object itself (a layer that is none); nullopt when the
+/// property would call it.
+std::optional<PropertyOutcome> outcome_without_calls(const PropertyDef& prop,
+                                                     const Implementation& impl, DType dtype,
+                                                     const RunConfig& config);
+
 /// Judges a fixture's case again with the property it names, on `impl`.
 /// Throws InputError for an unknown property, a property without a single
 /// case, args the property refuses (validate_args), a problem that is no

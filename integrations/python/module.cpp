@@ -145,32 +145,15 @@ class Checker {
     config.dtype = parse_dtype(dtype);
     config.run = run_config(seed, profile, cases, strict, save_failures_dir, timeout_ms_);
     if (!expected_failures.empty()) config.expected_failures = load_expected_failures(expected_failures);
+    // The isolated implementation keeps its hangs across these sessions:
+    // the run's bound on hangs (docs/isolation.md) holds for the checker.
     PropertyOutcome o;
-    if (hung_) {
-      // As run_session does within one session: an implementation that hung
-      // on the smallest problem of a property is not called again.
-      o.property = prop->name;
-      o.impl = impl_->info().name;
-      o.kind = impl_->info().kind;
-      o.dtype = *config.dtype;
-      o.status = PropertyStatus::failed;
-      o.message = fmt::format("not called: the implementation hangs on the smallest problem of "
-                              "{} ({}; see its fixture)",
-                              hung_->property, dtype_name(hung_->dtype));
-      o.fixture = hung_->fixture;
-      o.counterexample = hung_->counterexample;
-      apply_expected_failures(config.expected_failures, o);
-    } else {
-      {
-        py::gil_scoped_release release;
-        InterruptScope interrupt;
-        o = run_session(config, {}).outcomes.at(0);
-      }
-      raise_if_interrupted();
-      const auto* isolated = dynamic_cast<const IsolatedImplementation*>(impl_.get());
-      const bool failed = o.status == PropertyStatus::failed || o.status == PropertyStatus::xfail;
-      if (isolated && failed && isolated->hung()) hung_ = o;
+    {
+      py::gil_scoped_release release;
+      InterruptScope interrupt;
+      o = run_session(config, {}).outcomes.at(0);
     }
+    raise_if_interrupted();
     outcomes_.push_back(o);
     return outcome_to_py(o);
   }
@@ -211,7 +194,6 @@ class Checker {
  private:
   int64_t timeout_ms_;
   std::shared_ptr<const Implementation> impl_;
-  std::optional<PropertyOutcome> hung_;
   std::vector<PropertyOutcome> outcomes_;
 };
 

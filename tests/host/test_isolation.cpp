@@ -23,6 +23,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
+#include "attncheck/session.h"
 #include "properties/gen/generators.h"
 
 namespace attncheck {
@@ -275,6 +276,81 @@ TEST(Isolation, ACrashingImplementationFailsThePropertyWithAShrunkCaseAndAFixtur
   EXPECT_TRUE(std::filesystem::exists(*o.fixture));
   EXPECT_TRUE(o.diagnosis.empty());
   std::filesystem::remove_all(dir);
+}
+
+// The death budget of hangs (docs/isolation.md): the first property that
+// hangs may hang 1 + kMaxHangsPerProperty times (shrinking), each later one
+// once, and the run kMaxHangsPerRun times; past that the implementation is
+// not called (its calls are UNSUPPORTED without reaching the worker).
+TEST(Isolation, HangsAreBoundedPerPropertyAndPerRun) {
+  const auto impl = isolate(find_impl("hostile_spin"), {50});
+  const auto& isolated = dynamic_cast<const IsolatedImplementation&>(*impl);
+  // Hangs a property run allows: calls on tk = 3 until one is not made.
+  const auto hangs_of_a_property = [&] {
+    isolated.begin_property();
+    int hangs = 0;
+    for (int k = 0; k < 2 * kMaxHangsPerRun; ++k) {
+      try {
+        if (impl->forward(problem_with_keys(3)).status == Status::unsupported) break;
+      } catch (const ImplementationDied&) {
+        ++hangs;
+      }
+    }
+    return hangs;
+  };
+  int total = hangs_of_a_property();
+  EXPECT_EQ(total, 1 + kMaxHangsPerProperty);
+  EXPECT_TRUE(isolated.hung());
+  while (!isolated.out_of_hangs() && total < 2 * kMaxHangsPerRun) {
+    EXPECT_EQ(hangs_of_a_property(), 1 + kMaxHangsPerPropertyAfterAHang);
+    total += 1 + kMaxHangsPerPropertyAfterAHang;
+  }
+  EXPECT_EQ(total, kMaxHangsPerRun);
+  isolated.begin_property();
+  EXPECT_EQ(impl->forward(problem_with_keys(2)).status, Status::unsupported);
+}
+
+// After a hang, the session runs the implementation's other properties,
+// each hang failing the property it happens in; past the run's bound the
+// remaining properties are not-run, and those it does not declare are
+// skipped as without a hang.
+TEST(Isolation, AfterAHangOtherPropertiesKeepTheirVerdictsWithinTheRunsBound) {
+  SessionConfig config;
+  config.impls = {isolate(find_impl("hostile_spin"), {50})};
+  config.run.seed = kDefaultSeed;
+  config.run.cases = 20;
+  config.run.real_sizes = false;
+  const PropertyDef* gradients = find_property("GradientsMatchOracle");  // no BACKWARD
+  config.properties = {find_property("MatchesOracle"), gradients};
+  // The same property again and again: more hanging runs than the bound.
+  const PropertyDef* rows = find_property("RowSumsToOne");
+  for (int k = 0; k < kMaxHangsPerRun; ++k) config.properties.push_back(rows);
+  config.properties.push_back(gradients);
+  const SessionResult result = run_session(config, {});
+  ASSERT_EQ(result.outcomes.size(), config.properties.size());
+  const auto& o = result.outcomes;
+  EXPECT_EQ(o[0].status, PropertyStatus::failed);
+  EXPECT_NE(o[0].message.find("more than 50 ms of CPU time"), std::string::npos) << o[0].message;
+  EXPECT_EQ(o[1].status, PropertyStatus::skipped) << o[1].message;
+  // The second hanging property has its own verdict and counterexample.
+  EXPECT_EQ(o[2].status, PropertyStatus::failed);
+  EXPECT_NE(o[2].message.find("more than 50 ms of CPU time"), std::string::npos) << o[2].message;
+  EXPECT_EQ(o[2].message.find("not called"), std::string::npos) << o[2].message;
+  ASSERT_TRUE(o[2].counterexample.has_value());
+  EXPECT_GE(o[2].counterexample->tk, 3);
+  int failed = 0, not_run = 0;
+  for (size_t k = 2; k + 1 < o.size(); ++k) {
+    if (o[k].status == PropertyStatus::failed) ++failed;
+    if (o[k].status == PropertyStatus::not_run) {
+      ++not_run;
+      EXPECT_NE(o[k].message.find(fmt::format("hung {} times", kMaxHangsPerRun)), std::string::npos)
+          << o[k].message;
+    }
+  }
+  EXPECT_GT(not_run, 0);
+  EXPECT_EQ(failed + not_run, kMaxHangsPerRun);
+  EXPECT_EQ(o.back().status, PropertyStatus::skipped) << o.back().message;
+  EXPECT_FALSE(result.interrupted);
 }
 
 // Registered at run time, after the built-ins' static registrars: a worker

@@ -6,6 +6,8 @@
  *   aborts_on_wide_heads    abort() when dk >= 4
  *   spins_on_two_queries    a busy loop that never ends when tq >= 2
  *   blocks_on_two_queries   a sleep that never ends when tq >= 2
+ *   spins_on_three_keys     a busy loop that never ends when tk == 3, and
+ *                           only then: a kernel that hangs on one shape
  *   scribbles_past_out      writes 8 elements past the end of out when
  *                           tk >= 3, then returns normally
  * A version 2 plugin, like the example. Built as a test plugin only
@@ -36,6 +38,12 @@ static int spins(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
   return forward_f64(ctx, p, o);
 }
 
+static int spins_on_three(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
+  volatile unsigned long n = 0;
+  while (p->tk == 3) ++n;
+  return forward_f64(ctx, p, o);
+}
+
 static int blocks(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
   const struct timespec hour = {3600, 0};
   while (p->tq >= 2) nanosleep(&hour, NULL);
@@ -63,7 +71,7 @@ static int scribbles(void* ctx, const attncheck_problem* p, attncheck_outputs* o
 static const attncheck_impl kHostile[] = {
     HOSTILE("crashes_on_three_keys", crashes), HOSTILE("aborts_on_wide_heads", aborts),
     HOSTILE("spins_on_two_queries", spins),    HOSTILE("blocks_on_two_queries", blocks),
-    HOSTILE("scribbles_past_out", scribbles),
+    HOSTILE("scribbles_past_out", scribbles),  HOSTILE("spins_on_three_keys", spins_on_three),
 };
 
 #if defined(__GNUC__)
