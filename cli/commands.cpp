@@ -2,7 +2,6 @@
 // prints, and maps outcomes to exit codes. main() is in main.cpp, so the
 // fuzz targets (tests/fuzz/) can drive run_cli in-process.
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,6 +99,7 @@ struct CheckOptions {
   bool strict = false, no_isolation = false, no_real_sizes = false;
   bool save_failures_given = false;  ///< --save-failures named on the command line
   int64_t timeout_ms = kDefaultCallTimeoutMs;
+  int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   double baseline_factor = 8;
 };
 
@@ -107,12 +107,14 @@ struct CheckOptions {
 // --no-isolation (ImplSources, host/impl_sources.h).
 ImplSources checking_sources(const std::vector<std::string>& plugins,
                              const std::vector<std::string>& python, bool no_isolation,
-                             int64_t timeout_ms) {
+                             int64_t timeout_ms,
+                             int64_t memory_limit_mb = kMemoryLimitHalfOfMachine) {
   ImplSources sources;
   sources.plugins = plugins;
   sources.python = python;
   sources.in_process = no_isolation;
   sources.timeout_ms = timeout_ms;
+  sources.memory_limit_mb = memory_limit_mb;
   return sources;
 }
 
@@ -183,6 +185,7 @@ struct ReplayOptions {
   bool no_isolation = false;
   bool strict = false, no_strict = false;
   std::optional<int64_t> timeout_ms;
+  int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   std::optional<double> baseline_factor;
   std::string profile, dtype;
   int cases = 0;
@@ -208,7 +211,8 @@ int replay_command(const ReplayOptions& opt) {
                                  combo_name(combo_of(f.problem)), opt.dtype));
   }
   const bool no_isolation = opt.no_isolation;
-  const ImplSources sources = checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms);
+  const ImplSources sources =
+      checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms, opt.memory_limit_mb);
   const ImplList plugins = load_for_checking(sources);
   std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
@@ -244,10 +248,57 @@ int oracle_command(const std::string& path) {
   return kExitOk;
 }
 
+// Says on stderr, as it happens, each failure fixture that could not be
+// saved (one line naming the file and the reason).
+class FixtureErrors final : public Reporter {
+ public:
+  void on_start(uint64_t, Profile, const Shard&) override {}
+  void on_outcome(const PropertyOutcome& o) override {
+    if (!o.fixture_error) return;
+    std::cerr << "attncheck: " << printable(*o.fixture_error, kMessageChars) << "\n";
+    any_ = true;
+  }
+  void on_finish(const SessionResult&) override {}
+  bool any() const { return any_; }
+
+ private:
+  bool any_ = false;
+};
+
+// Ctrl-C (or SIGTERM, SIGHUP) while the plugins load: the reports are still
+// written, with no result, so a script reading them sees a run that
+// checked nothing rather than a missing or stale file (exit 3 follows). A
+// report that cannot be written then is left alone: the run is ending.
+void write_reports_of_nothing(const CheckOptions& opt) {
+  try {
+    SessionResult nothing;
+    nothing.interrupted = true;
+    nothing.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
+    nothing.profile = parse_profile(opt.profile);
+    nothing.shard = parse_shard(opt.shard);
+    std::vector<Reporter*> reporters;
+    std::optional<JsonReporter> json;
+    std::optional<JunitReporter> junit;
+    if (!opt.report.empty()) reporters.push_back(&json.emplace(opt.report, "--report"));
+    if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
+    for (Reporter* r : reporters) {
+      r->on_start(nothing.seed, nothing.profile, nothing.shard);
+      r->on_finish(nothing);
+    }
+  } catch (const std::exception&) {
+  }
+}
+
 int check_command(const CheckOptions& opt) {
   // Loaded first: a bad plugin is exit 2 before anything runs.
-  const ImplList plugins = load_for_checking(
-      checking_sources(opt.plugins, opt.python, opt.no_isolation, opt.timeout_ms));
+  ImplList plugins;
+  try {
+    plugins = load_for_checking(checking_sources(opt.plugins, opt.python, opt.no_isolation,
+                                                 opt.timeout_ms, opt.memory_limit_mb));
+  } catch (const Cancelled&) {
+    write_reports_of_nothing(opt);
+    throw;
+  }
   SessionConfig config;
   config.shard = parse_shard(opt.shard);
   config.expected_failures = load_expected_failures(kExpectedFailuresPath);
@@ -271,7 +322,7 @@ int check_command(const CheckOptions& opt) {
     if (!impl) throw InputError(unknown_impl("--impl", name));
     config.impls.push_back(impl);
   }
-  if (!opt.no_isolation) config.isolation = IsolationOptions{opt.timeout_ms};
+  if (!opt.no_isolation) config.isolation = IsolationOptions{opt.timeout_ms, opt.memory_limit_mb};
   for (const std::string& name : opt.properties) {
     const PropertyDef* p = find_property(name);
     if (!p) throw InputError(fmt::format("--property: unknown property '{}' (see attncheck list)", name));
@@ -294,14 +345,11 @@ int check_command(const CheckOptions& opt) {
   // needs none).
   if (opt.save_failures_given) check_output_directory(opt.save_failures, "--save-failures");
   if (!opt.report.empty() && !opt.junit.empty()) {
-    // One file for both: the second writer would replace the first. A
-    // device (/dev/null) takes both.
+    // One file for both: the second writer would replace the first.
     std::error_code ec;
     const auto a = std::filesystem::weakly_canonical(std::filesystem::absolute(opt.report, ec), ec);
     const auto b = std::filesystem::weakly_canonical(std::filesystem::absolute(opt.junit, ec), ec);
-    struct stat st {};
-    const bool device = ::stat(a.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-    if (a == b && !device) {
+    if (a == b) {
       throw InputError(fmt::format("--report and --junit name the same file '{}': one would "
                                    "replace the other", printable(opt.report)));
     }
@@ -320,8 +368,13 @@ int check_command(const CheckOptions& opt) {
   config.cancel = &interrupted;
   // A build without the ggml adapters says so once, on the run's output.
   if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
+  FixtureErrors fixture_errors;
+  reporters.push_back(&fixture_errors);
   const SessionResult result = run_session(config, reporters);
   if (result.interrupted) return kExitInterrupted;
+  // A fixture asked for and not saved is an output missing, as a report
+  // that cannot be written is: exit 2, after the results and the reports.
+  if (fixture_errors.any()) return kExitUsage;
   return result.failed() ? kExitFailed : kExitOk;
 }
 
@@ -403,6 +456,10 @@ int run_cli(int argc, char** argv) {
                                 "is stopped too)",
                                 kDefaultCallTimeoutMs, kWallTimeoutFactor))
       ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  check->add_option("--memory-limit-mb", opt.memory_limit_mb,
+                    "memory an isolated implementation's worker may allocate, in MiB (default: "
+                    "half of this machine's memory; 0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   check->add_option("--baseline-factor", opt.baseline_factor,
                     "AsAccurateAsBaseline's F: an error up to F times the baseline's, plus T^L "
                     "(default 8; at least 1)")
@@ -433,6 +490,9 @@ int run_cli(int argc, char** argv) {
       replay->add_option("--timeout-ms", replay_timeout_ms,
                          "per-call limit of CPU time, as for check (default: the fixture's)")
           ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  replay->add_option("--memory-limit-mb", ropt.memory_limit_mb,
+                     "memory the worker may allocate, in MiB, as for check")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   CLI::Option* replay_baseline =
       replay->add_option("--baseline-factor", replay_baseline_factor,
                          "AsAccurateAsBaseline's F, as for check (default: the fixture's)")

@@ -115,6 +115,13 @@ struct MarshalledProblem {
 
   /// Throws PluginContractError when the plugin wrote into an input.
   void check_inputs(const std::string& who) const;
+
+  /// Bytes the inputs hold.
+  size_t bytes() const {
+    size_t n = 0;
+    for (const GuardedInput& g : inputs) n += g.bytes();
+    return n;
+  }
 };
 
 /// The message of a call that returned ATTNCHECK_ERROR: the plugin's

@@ -213,6 +213,17 @@ void GuardedArray::check_guards(const std::string& who) const {
       who, name_, first, where, span_, changed));
 }
 
+void GuardedArray::check_frozen(const std::string& who) const {
+  size_t first = 0, changed = 0;
+  for (size_t b = 0; b < storage_.size() && b < frozen_.size(); ++b) {
+    if (storage_[b] != frozen_[b] && changed++ == 0) first = b;
+  }
+  if (changed == 0) return;
+  throw PluginContractError(fmt::format(
+      "{} wrote to {}, an output of that call: element at offset {}; {} byte(s) changed", who,
+      name_, static_cast<int64_t>(first / size_) - kPluginGuardElements, changed));
+}
+
 void GuardedArray::check_written(const std::string& who) const {
   int64_t unwritten = 0;
   Shape first{};

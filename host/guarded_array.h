@@ -52,6 +52,17 @@ class GuardedArray {
   /// The logical elements as doubles, row-major.
   std::vector<double> values() const;
 
+  /// Once the call has returned and been checked: remembers every byte, so
+  /// that a write after the return (from a thread the plugin left running)
+  /// is seen by check_frozen.
+  void freeze() { frozen_ = storage_; }
+  /// Bytes held (the buffer with its guards).
+  size_t bytes() const { return storage_.size(); }
+
+  /// Throws PluginContractError when a byte changed since freeze(); `who`
+  /// names the implementation and when it wrote.
+  void check_frozen(const std::string& who) const;
+
  private:
   unsigned char* element(int64_t e);
   const unsigned char* element(int64_t e) const;
@@ -76,6 +87,7 @@ class GuardedArray {
   int64_t span_ = 0;
   std::vector<unsigned char> storage_;
   std::vector<uint8_t> logical_;
+  std::vector<unsigned char> frozen_;
 };
 
 /// A read-only input handed to a plugin: its bytes between guard regions
@@ -90,6 +102,8 @@ class GuardedInput {
   /// Throws PluginContractError when any byte of the input or its guards
   /// changed.
   void check(const std::string& who) const;
+  /// Bytes held (the input with its guards, and their pristine copy).
+  size_t bytes() const { return storage_.size() + pristine_.size(); }
 
  private:
   std::string name_;

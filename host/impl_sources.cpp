@@ -85,10 +85,10 @@ ImplList load_sources(const ImplSources& sources) {
     if (path.ends_with(".py")) wanted[path];
   if (wanted.empty()) {
     if (plugins_in_process) return load_plugins(files);
-    return load_plugins_isolated(files, IsolationOptions{timeout_ms});
+    return load_plugins_isolated(files, IsolationOptions{timeout_ms, sources.memory_limit_mb});
   }
   const WorkerCommand command = sources.python_worker ? *sources.python_worker : python_worker_command();
-  const IsolationOptions options{timeout_ms};
+  const IsolationOptions options{timeout_ms, sources.memory_limit_mb};
   return load_plugins(files, [&](const std::string& path) {
     const auto it = wanted.find(path);
     if (it == wanted.end()) {
@@ -138,7 +138,7 @@ std::shared_ptr<const Implementation> find_implementation(const ImplList& loaded
 std::shared_ptr<const Implementation> for_calls(std::shared_ptr<const Implementation> impl,
                                                 const ImplSources& sources) {
   if (sources.in_process) return impl;
-  return isolate(std::move(impl), IsolationOptions{sources.timeout_ms});
+  return isolate(std::move(impl), IsolationOptions{sources.timeout_ms, sources.memory_limit_mb});
 }
 
 }  // namespace attncheck

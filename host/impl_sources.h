@@ -32,6 +32,8 @@ struct ImplSources {
   bool in_process = false;
   /// The CPU time limit of an isolated call.
   int64_t timeout_ms = kDefaultCallTimeoutMs;
+  /// The memory limit of a worker (IsolationOptions::memory_limit_mb).
+  int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   /// How a Python file is served; nullopt = python_worker_command().
   std::optional<WorkerCommand> python_worker;
   /// Prefix of the messages about a Python file ("--python"; empty: none).

@@ -14,11 +14,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -37,6 +41,19 @@ namespace {
 
 using namespace host_detail;  // the channel and the worker process
 
+class IsolatedImpl;
+
+// The implementations with a worker, least recently called first: at most
+// kMaxLiveWorkers workers live at once (each holds two descriptors of this
+// process), so a run of hundreds of implementations never runs out of file
+// descriptors; starting one more stops the least recently called idle one
+// (it starts again when next called).
+std::mutex live_mutex;
+std::list<const IsolatedImpl*>& live_workers_lru() {
+  static std::list<const IsolatedImpl*> lru;
+  return lru;
+}
+
 class IsolatedImpl : public IsolatedImplementation {
  public:
   // `local`: the same implementation in this process, when there is one
@@ -52,10 +69,19 @@ class IsolatedImpl : public IsolatedImplementation {
         options_(options),
         command_(std::move(command)) {}
 
+  ~IsolatedImpl() override {
+    {
+      std::lock_guard lock(live_mutex);
+      live_workers_lru().remove(this);
+    }
+    stop_idle_worker();
+  }
+
   const ImplInfo& info() const override { return info_; }
 
   void begin_property() const override {
     std::lock_guard lock(mutex_);
+    earlier_hangs_ += hangs_;
     hangs_ = crashes_ = 0;
     last_death_hung_ = false;
   }
@@ -65,16 +91,25 @@ class IsolatedImpl : public IsolatedImplementation {
     return last_death_hung_;
   }
 
+  bool out_of_hangs() const override {
+    std::lock_guard lock(mutex_);
+    return earlier_hangs_ + hangs_ >= kMaxHangsPerRun;
+  }
+
   ForwardResult forward(const Problem& p) const override {
     std::lock_guard lock(mutex_);
     if (over_budget()) return ForwardResult::unsupported();
     Writer w;
     w.put<uint8_t>(kForward);
     put_problem(w, p);
-    const std::string reply = call(w.bytes(), "forward");
-    Reader r(reply);
-    if (const auto kind = r.get<uint8_t>(); kind != kForwardResult) rethrow(kind, r);
-    return get_forward_result(r, score_elements_);
+    const std::string reply = call(w.bytes(), "forward", reply_bound(p, w.bytes().size()));
+    return decoded("forward", [&] {
+      Reader r(reply);
+      if (const auto kind = r.get<uint8_t>(); kind != kForwardResult) rethrow(kind, r);
+      ForwardResult f = get_forward_result(r, score_elements_);
+      r.expect_end();
+      return f;
+    });
   }
 
   BackwardResult backward(const Problem& p) const override {
@@ -83,10 +118,14 @@ class IsolatedImpl : public IsolatedImplementation {
     Writer w;
     w.put<uint8_t>(kBackward);
     put_problem(w, p);
-    const std::string reply = call(w.bytes(), "backward");
-    Reader r(reply);
-    if (const auto kind = r.get<uint8_t>(); kind != kBackwardResult) rethrow(kind, r);
-    return get_backward_result(r);
+    const std::string reply = call(w.bytes(), "backward", reply_bound(p, w.bytes().size()));
+    return decoded("backward", [&] {
+      Reader r(reply);
+      if (const auto kind = r.get<uint8_t>(); kind != kBackwardResult) rethrow(kind, r);
+      BackwardResult b = get_backward_result(r);
+      r.expect_end();
+      return b;
+    });
   }
 
   std::optional<int64_t> score_elements_computed() const override { return score_elements_; }
@@ -98,20 +137,61 @@ class IsolatedImpl : public IsolatedImplementation {
     Writer w;
     w.put<uint8_t>(kLayerRun);
     put_layer_call(w, lw, x);
-    const std::string reply = call(w.bytes(), "the layer's run");
-    Reader r(reply);
-    if (const auto kind = r.get<uint8_t>(); kind != kLayerResult) rethrow(kind, r);
-    return get_layer_result(r);
+    // A layer's output is [batch][tq][d_model], smaller than its input.
+    const std::string reply = call(w.bytes(), "the layer's run", w.bytes().size() + kMaxTextBytes);
+    return decoded("the layer's run", [&] {
+      Reader r(reply);
+      if (const auto kind = r.get<uint8_t>(); kind != kLayerResult) rethrow(kind, r);
+      LayerResult y = get_layer_result(r);
+      r.expect_end();
+      return y;
+    });
   }
 
   const Implementation* local() const { return local_.get(); }
 
  private:
-  // Past the death bound of the current property, the implementation is not
+  // Past the death bound of the current property (tighter once an earlier
+  // property hung), or the run's bound on hangs, the implementation is not
   // called: the call is UNSUPPORTED, a discarded case, so shrinking keeps
   // the last real death.
   bool over_budget() const {
-    return hangs_ > kMaxHangsPerProperty || crashes_ > kMaxCrashesPerProperty;
+    const int hangs = earlier_hangs_ ? kMaxHangsPerPropertyAfterAHang : kMaxHangsPerProperty;
+    return hangs_ > hangs || crashes_ > kMaxCrashesPerProperty ||
+           earlier_hangs_ + hangs_ >= kMaxHangsPerRun;
+  }
+
+  // The largest reply a call on `p` can produce: out, weights and lse of a
+  // forward ([rows][dv], [rows][tk], [rows] for rows = batch x heads x tq),
+  // or the gradients of a backward (at most the sizes of q, k, v, the sinks),
+  // as doubles, with an error text and the fields around them. A longer
+  // frame is malformed before it is buffered.
+  static uint64_t reply_bound(const Problem& p, size_t request_bytes) {
+    const auto rows = static_cast<uint64_t>(std::max<int64_t>(p.batch, 1)) *
+                      static_cast<uint64_t>(std::max<int64_t>(p.heads, 1)) *
+                      static_cast<uint64_t>(std::max<int64_t>(p.tq, 1));
+    const uint64_t forward = rows * (static_cast<uint64_t>(std::max<int64_t>(p.dv, 1)) +
+                                     static_cast<uint64_t>(std::max<int64_t>(p.tk, 1)) + 1);
+    const uint64_t backward = p.q.data.size() + p.k.data.size() + p.v.data.size() + p.sink.size();
+    return sizeof(double) * std::max(forward, backward) + request_bytes / 8 + kMaxTextBytes;
+  }
+
+  // Decodes a reply; one that is not what the wire says a reply is (a status
+  // that is none of Status's, bytes left over, arrays cut short: the
+  // implementation wrote to the worker's channel) ends the worker and the
+  // call as a death, never reaches the properties.
+  template <typename Decode>
+  std::invoke_result_t<Decode> decoded(const char* what, Decode decode) const {
+    try {
+      return decode();
+    } catch (const WireError& e) {
+      worker_.stop();
+      ++crashes_;
+      last_death_hung_ = false;
+      throw ImplementationDied(fmt::format("the worker sent a malformed reply during {} ({}; "
+                                           "something in it wrote to its channel)",
+                                           what, e.what()));
+    }
   }
 
   [[noreturn]] void rethrow(uint8_t kind, Reader& r) const {
@@ -125,6 +205,7 @@ class IsolatedImpl : public IsolatedImplementation {
       last_death_hung_ = false;
       throw ImplementationDied(what + "; the worker and its process group were stopped");
     }
+    if (kind != kThrew) throw WireError(fmt::format("a reply of kind {}", kind));
     throw std::runtime_error(what);
   }
 
@@ -132,8 +213,11 @@ class IsolatedImpl : public IsolatedImplementation {
   // within kWallTimeoutFactor x the CPU limit of wall time (as a plugin's
   // loading), so that its start-up never counts against a call's limit.
   void start_worker(const char* what, double cpu_limit) const {
-    worker_.start(mode_, info_.name, path_, command_ ? &*command_ : nullptr);
-    auto result = exchange(worker_, nullptr, {0, kWallTimeoutFactor * cpu_limit}, "start-up");
+    make_room();
+    worker_.start(mode_, info_.name, path_, command_ ? &*command_ : nullptr,
+                  worker_memory_limit_mb(options_.memory_limit_mb));
+    auto result = exchange(worker_, nullptr, {0, kWallTimeoutFactor * cpu_limit}, "start-up",
+                           kMaxDescribeReplyBytes);
     std::string why;
     if (const auto* death = std::get_if<Death>(&result)) {
       if (death->kind == Death::Kind::cancelled) throw Cancelled();
@@ -141,7 +225,7 @@ class IsolatedImpl : public IsolatedImplementation {
     } else if (Reader r(std::get<std::string>(result)); r.get<uint8_t>() != kReady) {
       worker_.stop();
       why = "the worker's first message was not its start";
-    } else {
+    } else if (why = left_running("start-up"); why.empty()) {
       return;
     }
     ++crashes_;
@@ -149,12 +233,83 @@ class IsolatedImpl : public IsolatedImplementation {
     throw ImplementationDied(fmt::format("the worker could not start for {}: {}", what, why));
   }
 
-  std::string call(const std::string& request, const char* what) const {
+  // Processes the implementation started that are still running after
+  // `what` returned (a fork, a posix_spawn, a daemon, in any session or
+  // process group): killed with the worker; the text says so, "" when
+  // there are none.
+  std::string left_running(const char* what) const {
+    const std::vector<pid_t> left = worker_.descendants();
+    if (left.empty()) return {};
+    std::string pids;
+    for (size_t k = 0; k < left.size() && k < 5; ++k) pids += fmt::format("{}{}", k ? ", " : "", left[k]);
+    if (left.size() > 5) pids += ", ...";
+    const std::string output = worker_.take_output();
+    worker_.stop();
+    return fmt::format("the implementation left {} process{} running after {} (pid {}: it "
+                       "forked, spawned or daemonized); {} and the worker were killed{}",
+                       left.size(), left.size() == 1 ? "" : "es", what, pids,
+                       left.size() == 1 ? "it" : "they", output);
+  }
+
+  // Called with mutex_ held, before this implementation starts a worker:
+  // stops the least recently called idle workers of other implementations
+  // until fewer than kMaxLiveWorkers live (one busy in another thread is
+  // skipped: try_lock never waits, so two starting at once cannot
+  // deadlock), and puts this one last.
+  void make_room() const {
+    std::lock_guard lock(live_mutex);
+    auto& lru = live_workers_lru();
+    lru.remove(this);
+    size_t live = lru.size();
+    for (auto it = lru.begin(); it != lru.end() && live >= kMaxLiveWorkers;) {
+      const IsolatedImpl* other = *it;
+      std::unique_lock other_lock(other->mutex_, std::try_to_lock);
+      if (!other_lock.owns_lock()) {
+        ++it;
+        continue;
+      }
+      other->stop_idle_worker();
+      it = lru.erase(it);
+      --live;
+    }
+    lru.push_back(this);
+  }
+
+  // Stops a worker between calls. What it started and left running since
+  // its last call (a process spawned by a thread of its own) is killed
+  // with it, and said on stderr, naming the implementation: no call is
+  // there to fail.
+  void stop_idle_worker() const {
+    if (const int left = worker_.stop(); left > 0) {
+      fmt::print(stderr,
+                 "attncheck: warning: implementation '{}' left {} process{} running after its "
+                 "last call; killed\n",
+                 info_.name, left, left == 1 ? "" : "es");
+    }
+  }
+
+  // This implementation was just called: last to be stopped for room.
+  void touch() const {
+    std::lock_guard lock(live_mutex);
+    auto& lru = live_workers_lru();
+    const auto it = std::find(lru.begin(), lru.end(), this);
+    if (it != lru.end()) lru.splice(lru.end(), lru, it);
+  }
+
+  std::string call(const std::string& request, const char* what, uint64_t max_reply) const {
     if (cancel_requested()) throw Cancelled();
     const double cpu = static_cast<double>(options_.timeout_ms);
     if (!worker_.running()) start_worker(what, cpu);
-    auto result = exchange(worker_, &request, {cpu, 0}, what);
-    if (auto* reply = std::get_if<std::string>(&result)) return std::move(*reply);
+    touch();
+    auto result = exchange(worker_, &request, {cpu, 0}, what, max_reply);
+    if (auto* reply = std::get_if<std::string>(&result)) {
+      if (const std::string left = left_running(what); !left.empty()) {
+        ++crashes_;
+        last_death_hung_ = false;
+        throw ImplementationDied(left);
+      }
+      return std::move(*reply);
+    }
     const Death& death = std::get<Death>(result);
     if (death.kind == Death::Kind::cancelled) throw Cancelled();
     if (death.kind == Death::Kind::hung) {
@@ -175,6 +330,7 @@ class IsolatedImpl : public IsolatedImplementation {
   mutable std::mutex mutex_;
   mutable WorkerProcess worker_;
   mutable int hangs_ = 0, crashes_ = 0;
+  mutable int earlier_hangs_ = 0;  // the hangs of the run's earlier properties
   mutable bool last_death_hung_ = false;
   mutable std::optional<int64_t> score_elements_;
 };

@@ -14,6 +14,7 @@
 // forked) stops the worker with a failure. A program that isolates must
 // call worker_main() first thing in main().
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,13 +58,33 @@ inline constexpr double kBlockedCpuShare = 0.05;
 /// smallest shape takes about ten accepted steps (one per dimension, each a
 /// hang), so 16 leaves room for some values; a property's worst case is
 /// then 17 x kWallTimeoutFactor x --timeout-ms of wall time (170 s at
-/// --timeout-ms 1000), and an implementation that hung on its shrunk case
-/// is not called again (the session fails its remaining properties).
+/// --timeout-ms 1000). This is the first property that hangs; see
+/// kMaxHangsPerPropertyAfterAHang for the later ones.
 inline constexpr int kMaxHangsPerProperty = 16;
+/// Once the implementation has hung in an earlier property of the run, a
+/// property stops calling it at its first hang: that case, unshrunk, is the
+/// property's counterexample (the first property's fixture holds the
+/// smallest hanging case found), and each later verdict costs one hang.
+inline constexpr int kMaxHangsPerPropertyAfterAHang = 0;
+/// The bound on a whole run: after this many hangs of one implementation
+/// (all properties and dtypes together) it is not called again; the
+/// session reports its remaining properties not-run (those it does not
+/// declare stay skipped). The first hanging property takes at most 17, so
+/// 15 more properties keep a verdict each; the hangs of a run then cost at
+/// most 32 x kWallTimeoutFactor x --timeout-ms of wall time (320 s at
+/// --timeout-ms 1000, 53 min at the default 10000) where calls block, and
+/// 32 x --timeout-ms of CPU time where they spin.
+inline constexpr int kMaxHangsPerRun = 32;
 /// Crashes cost a worker start each (well under a second), so shrinking a
 /// crash to its smallest case (a few dozen deaths) stays inside this bound.
 inline constexpr int kMaxCrashesPerProperty = 64;
 
+
+/// Workers alive at once across implementations: starting another stops
+/// the least recently called idle one (it starts again when next called).
+/// Each holds two file descriptors of the harness, so 32 leave room in the
+/// smallest common limit (256) for the harness's own.
+inline constexpr size_t kMaxLiveWorkers = 32;
 
 /// An implementation behind a worker, as the session sees it.
 class IsolatedImplementation : public Implementation {
@@ -73,6 +94,9 @@ class IsolatedImplementation : public Implementation {
   /// True when the last death of the current property was a hang (the
   /// property's counterexample is a call that did not return).
   virtual bool hung() const = 0;
+  /// True once the implementation has hung kMaxHangsPerRun times in this
+  /// run: it is not called again.
+  virtual bool out_of_hangs() const = 0;
 };
 
 /// `impl` behind a worker: the same info(); forward and backward send the

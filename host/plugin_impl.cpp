@@ -6,8 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -40,10 +43,12 @@ class PluginImpl : public Implementation {
   ForwardResult forward(const Problem& given) const override {
     check_declared(given);
     std::lock_guard lock(mutex_);
+    check_retired();
     Problem packed;
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
-    host_detail::MarshalledProblem<Version> cp(p);
+    auto marshalled = std::make_unique<host_detail::MarshalledProblem<Version>>(p);
+    host_detail::MarshalledProblem<Version>& cp = *marshalled;
     const host_detail::OutputLayout layout = host_detail::output_layout(p, strided);
     GuardedArray out("out", p.dtype, layout.out_shape, layout.out_strides);
     std::optional<GuardedArray> weights, lse;
@@ -64,6 +69,7 @@ class PluginImpl : public Implementation {
 
     const int code = desc_.forward(desc_.ctx, &cp.c, &co);
 
+    check_retired();
     cp.check_inputs(who_);
     out.check_guards(who_);
     if (weights) weights->check_guards(who_);
@@ -86,6 +92,11 @@ class PluginImpl : public Implementation {
     if (weights) r.weights = weights->values();
     if (lse) r.lse = lse->values();
     r.path = last_path();
+    std::vector<GuardedArray> outputs;
+    outputs.push_back(std::move(out));
+    if (weights) outputs.push_back(std::move(*weights));
+    if (lse) outputs.push_back(std::move(*lse));
+    retire(std::move(marshalled), std::move(outputs));
     return r;
   }
 
@@ -95,10 +106,12 @@ class PluginImpl : public Implementation {
     }
     check_declared(given);
     std::lock_guard lock(mutex_);
+    check_retired();
     Problem packed;
     const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
     const Problem& p = strided ? given : (packed = given.contiguous());
-    host_detail::MarshalledProblem<Version> cp(p);
+    auto marshalled = std::make_unique<host_detail::MarshalledProblem<Version>>(p);
+    host_detail::MarshalledProblem<Version>& cp = *marshalled;
     typename Abi<Version>::Grads grads;
     std::memset(&grads, 0, sizeof grads);
     grads.dout = cp.add_dout(host_detail::encode(p.dtype, p.dout), p.dtype);
@@ -136,6 +149,7 @@ class PluginImpl : public Implementation {
 
     const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
 
+    check_retired();
     cp.check_inputs(who_);
     for (const GuardedArray* g : written) g->check_guards(who_);
     BackwardResult r;
@@ -157,10 +171,64 @@ class PluginImpl : public Implementation {
     r.dk = dk.values();
     r.dv = dv.values();
     if (dsink) r.dsink = dsink->values();
+    std::vector<GuardedArray> outputs;
+    for (GuardedArray* g : {&dq, &dk, &dv}) outputs.push_back(std::move(*g));
+    if (dsink) outputs.push_back(std::move(*dsink));
+    retire(std::move(marshalled), std::move(outputs));
     return r;
   }
 
  private:
+  // The buffers of the calls that returned ATTNCHECK_OK in the last
+  // kRetiredMs (at least the latest one; at most kRetiredBytes in all
+  // beyond it), kept, not freed, and checked before and after each call: a
+  // write into them after their call returned (a thread the plugin left
+  // running) is caught and named as such, instead of landing in freed
+  // memory, or in a later call's buffers, where it would read as that call
+  // writing to its input.
+  struct Retired {
+    std::unique_ptr<host_detail::MarshalledProblem<Version>> inputs;
+    std::vector<GuardedArray> outputs;
+    std::chrono::steady_clock::time_point at;
+    size_t bytes = 0;
+  };
+  // 100 ms covers a logging or cleanup thread's delay; 16 MiB keeps the
+  // cost of checking them on every call to a memory copy's.
+  static constexpr auto kRetiredMs = std::chrono::milliseconds(100);
+  static constexpr size_t kRetiredBytes = size_t{16} << 20;
+
+  void retire(std::unique_ptr<host_detail::MarshalledProblem<Version>> inputs,
+              std::vector<GuardedArray> outputs) const {
+    Retired r{std::move(inputs), std::move(outputs), std::chrono::steady_clock::now(), 0};
+    for (GuardedArray& g : r.outputs) {
+      g.freeze();
+      r.bytes += g.bytes();
+    }
+    r.bytes += r.inputs->bytes();
+    retired_.push_back(std::move(r));
+    size_t total = 0;
+    for (const Retired& x : retired_) total += x.bytes;
+    while (retired_.size() > 1 && (total - retired_.back().bytes > kRetiredBytes ||
+                                   retired_.front().at + kRetiredMs < retired_.back().at)) {
+      total -= retired_.front().bytes;
+      retired_.pop_front();
+    }
+  }
+
+  // Called with the mutex held, before a call and after it returns.
+  void check_retired() const {
+    const std::string who = who_ + " (a thread still running after its previous call returned)";
+    try {
+      for (const Retired& r : retired_) {
+        r.inputs->check_inputs(who);
+        for (const GuardedArray& g : r.outputs) g.check_frozen(who);
+      }
+    } catch (...) {
+      retired_.clear();
+      throw;
+    }
+  }
+
   // SPEC 4.1 and 5.1: after a forward that returned ATTNCHECK_OK, the path
   // that call took, asked of the descriptor's last_path (with the mutex
   // still held: "the latest forward on ctx" is this one); -1 when the
@@ -207,6 +275,7 @@ class PluginImpl : public Implementation {
   std::string who_;
   // SPEC 5.1: one implementation is never entered from two threads at once.
   mutable std::mutex mutex_;
+  mutable std::deque<Retired> retired_;
 };
 
 }  // namespace

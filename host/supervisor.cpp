@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,9 +24,12 @@
 #include <iostream>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 #include "core/cancel.h"
 #include "attncheck/error.h"
+#include "core/text.h"
+#include "host/process_tree.h"
 #include "host/wire.h"
 #include "host/worker.h"
 
@@ -52,8 +56,17 @@ std::string how_it_ended(int status) {
 
 namespace host_detail {
 
+int64_t worker_memory_limit_mb(int64_t option) {
+  if (option != kMemoryLimitHalfOfMachine) return std::max<int64_t>(option, 0);
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<int64_t>(pages) * page / 2 / (int64_t{1} << 20);
+}
+
 void WorkerProcess::start(const std::string& mode, const std::string& name,
-                          const std::string& path, const WorkerCommand* command) {
+                          const std::string& path, const WorkerCommand* command,
+                          int64_t memory_limit_mb) {
   std::string exe;
   if (command) {
     exe = command->program;
@@ -68,31 +81,54 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
     self[len] = '\0';
     exe = self;
   }
+  // Orphans below the worker come back to this process, to be found and
+  // killed (process_tree.h).
+  become_subreaper();
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     throw std::runtime_error(fmt::format("isolation: socketpair: {}", std::strerror(errno)));
   }
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    throw std::runtime_error(fmt::format("isolation: pipe: {}", std::strerror(err)));
+  }
   // dup2 onto kWorkerFd clears close-on-exec, unless the end already is
-  // that descriptor: then it is moved out of the way first.
+  // that descriptor: then it is moved out of the way first. The same for
+  // the output pipe and descriptors 1 and 2.
   if (sv[1] == kWorkerFd) {
     const int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, kWorkerFd + 1);
     ::close(sv[1]);
     sv[1] = moved;
   }
+  if (out[1] <= 2 || out[1] == kWorkerFd) {
+    const int moved = ::fcntl(out[1], F_DUPFD_CLOEXEC, kWorkerFd + 1);
+    ::close(out[1]);
+    out[1] = moved;
+  }
+  ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
   posix_spawn_file_actions_adddup2(&actions, sv[1], kWorkerFd);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, defaults;
   sigemptyset(&none);
   sigemptyset(&defaults);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP}) sigaddset(&defaults, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGUSR1, SIGUSR2, SIGTTOU, SIGTTIN,
+                  SIGTSTP})
+    sigaddset(&defaults, sig);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
+  // A session of its own, so also a process group of its own (stop() kills
+  // the group), and no controlling terminal.
   posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const std::string parent = std::to_string(::getpid());
   std::vector<std::string> args = {exe};
   if (command) args.insert(args.end(), command->args.begin(), command->args.end());
@@ -100,9 +136,13 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // This process's environment, with the command's assignments replacing
-  // variables of the same name.
+  // This process's environment, with the command's assignments and the
+  // worker's own (its token, its memory limit) replacing variables of the
+  // same name.
+  token_ = new_worker_token();
   std::vector<std::string> env = command ? command->env : std::vector<std::string>{};
+  env.push_back(fmt::format("{}={}", kWorkerTokenVar, token_));
+  env.push_back(fmt::format("{}={}", kWorkerMemoryVar, memory_limit_mb));
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   for (char** e = environ; *e; ++e) {
@@ -126,32 +166,88 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(sv[1]);
+  ::close(out[1]);
   if (rc != 0) {
     ::close(sv[0]);
+    ::close(out[0]);
     throw std::runtime_error(fmt::format("isolation: posix_spawn: {}", std::strerror(rc)));
   }
   fd_ = sv[0];
+  out_fd_ = out[0];
   pid_ = pid;
+  memory_limit_mb_ = memory_limit_mb;
+  output_.clear();
+  output_bytes_ = 0;
   ++workers_alive;
   if (::clock_getcpuclockid(pid_, &cpu_clock_) != 0) cpu_clock_ = -1;
 }
 
-void WorkerProcess::stop() {
-  if (pid_ <= 0) return;
+int WorkerProcess::stop() {
+  if (pid_ <= 0) return 0;
   ::close(fd_);
+  fd_ = -1;
+  // What it started first, while the worker still holds them as its
+  // children; then the worker, its group, and what the worker's death
+  // handed to this process.
+  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, nullptr, 0);
+  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
+  reap_adopted(left);
   forget();
+  return static_cast<int>(left.size());
 }
 
 std::string WorkerProcess::reap() {
-  int status = 0;
   ::close(fd_);
-  ::waitpid(pid_, &status, 0);
+  fd_ = -1;
+  int status = 0;
+  rusage usage{};
+  bool exited = false;
+  // A worker whose implementation closed the channel may still be
+  // running: it gets kReapWaitMs to exit of itself.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReapWaitMs);
+  for (;;) {
+    const pid_t r = ::wait4(pid_, &status, WNOHANG, &usage);
+    if (r == pid_ || (r < 0 && errno != EINTR)) {
+      exited = r == pid_;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  drain_output();
+  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
+  if (!exited) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    ::wait4(pid_, &status, 0, &usage);
+  }
   ::kill(-pid_, SIGKILL);
+  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
+  reap_adopted(left);
+  const int64_t limit = memory_limit_mb_;
   forget();
-  return how_it_ended(status);
+  if (!exited) {
+    return fmt::format("closed the worker's channel to the harness and did not exit within "
+                       "{} ms",
+                       kReapWaitMs);
+  }
+  std::string how;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kChannelLostExit) {
+    how = "closed the worker's channel to the harness (file descriptor 3)";
+  } else {
+    how = how_it_ended(status);
+  }
+  // Peak resident memory near the limit: the allocation that failed there
+  // is the likely cause of the crash.
+  const double peak_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  if (limit > 0 && WIFSIGNALED(status) && peak_mb >= 0.9 * static_cast<double>(limit)) {
+    how += fmt::format(" at {:.0f} MiB of memory, its limit being {} MiB (--memory-limit-mb)",
+                       peak_mb, limit);
+  }
+  return how;
 }
 
 double WorkerProcess::cpu_ms() const {
@@ -160,36 +256,104 @@ double WorkerProcess::cpu_ms() const {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
+void WorkerProcess::drain_output() {
+  if (out_fd_ < 0) return;
+  char buf[1 << 14];
+  for (;;) {
+    const ssize_t k = ::read(out_fd_, buf, sizeof buf);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    output_bytes_ += static_cast<uint64_t>(k);
+    if (output_.size() < kOutputKept) {
+      output_.append(buf, std::min(static_cast<size_t>(k), kOutputKept - output_.size()));
+    }
+  }
+}
+
+std::string WorkerProcess::take_output() {
+  drain_output();
+  std::string clause;
+  if (output_bytes_ > 0) {
+    clause = fmt::format("; it wrote {} byte{} to stdout/stderr: \"{}\"", output_bytes_,
+                         output_bytes_ == 1 ? "" : "s", printable(output_, 200));
+  }
+  output_.clear();
+  output_bytes_ = 0;
+  return clause;
+}
+
+std::vector<pid_t> WorkerProcess::descendants() const {
+  return pid_ > 0 ? worker_descendants(pid_, token_) : std::vector<pid_t>{};
+}
+
 void WorkerProcess::forget() {
+  if (fd_ >= 0) ::close(fd_);
+  if (out_fd_ >= 0) ::close(out_fd_);
   pid_ = -1;
   fd_ = -1;
+  out_fd_ = -1;
   cpu_clock_ = clockid_t(-1);
   --workers_alive;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
 std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::string* request,
-                                          CallLimits limits, const char* what) {
-  double cpu_start = worker.cpu_ms();
-  auto wall_start = std::chrono::steady_clock::now();
+                                          CallLimits limits, const char* what,
+                                          uint64_t max_reply) {
+  if (max_reply == 0 || max_reply > kMaxFrameBytes) max_reply = kMaxFrameBytes;
   const auto died = [&]() -> Death {
+    const std::string how = worker.reap();
     return {Death::Kind::died,
             fmt::format("the implementation {} during {} (it ran in a worker process; the next "
-                        "call starts a fresh one)",
-                        worker.reap(), what)};
+                        "call starts a fresh one){}",
+                        how, what, worker.take_output())};
+  };
+  const auto stopped = [&](Death::Kind kind, const std::string& message) -> Death {
+    std::string output = worker.take_output();
+    worker.stop();
+    return {kind, message + output};
   };
   const auto hung = [&](const std::string& why) -> Death {
-    worker.stop();
-    return {Death::Kind::hung, fmt::format("{} did not return: {}; the worker process was killed "
-                                           "(a hang, or raise --timeout-ms)",
-                                           what, why)};
+    return stopped(Death::Kind::hung,
+                   fmt::format("{} did not return: {}; the worker process was killed "
+                               "(a hang, or raise --timeout-ms)",
+                               what, why));
   };
-  if (request && !send_frame(worker.fd(), *request)) return died();
-  // A request's limits count from the worker's "received": reading and
-  // decoding a real-size problem (a gigabyte of first-touched memory,
-  // seconds of CPU on some machines) is not the implementation's time.
-  // Until then the worker runs only the wire's decoding, which ends (or
-  // it dies, or the user interrupts: both end the wait too).
+  const auto malformed = [&](const std::string& why) -> Death {
+    return stopped(Death::Kind::died,
+                   fmt::format("the worker sent a malformed reply during {} ({}; something in "
+                               "it wrote to its channel)",
+                               what, why));
+  };
+  worker.drain_output();
+  worker.take_output();  // what it wrote between calls is not this call's
+  // Phase one, request sent and acknowledged: a bound of its own that no
+  // message moves. Reading and decoding a real-size problem (a gigabyte of
+  // first-touched memory, seconds of CPU on some machines) is not the
+  // implementation's time, so its limits count from the worker's
+  // "received". Without a request the limits count from now.
+  const double cpu_bound = limits.cpu_ms > 0 ? limits.cpu_ms : limits.wall_ms;
+  const double pre_ms =
+      kWallTimeoutFactor * cpu_bound +
+      (request ? static_cast<double>(request->size()) / kSlowestDecodeBytesPerMs : 0.0);
+  const auto pre_start = Clock::now();
   bool running = request == nullptr;
+  double cpu_start = worker.cpu_ms();
+  auto wall_start = Clock::now();
+  // The frame to send: its length, then the payload where it is (no copy:
+  // a request can be a gigabyte).
+  uint64_t length = request ? request->size() : 0;
+  size_t sent = 0;
+  const size_t to_send = request ? sizeof length + request->size() : 0;
   std::string buf;
   std::vector<char> chunk(1 << 16);
   for (;;) {
@@ -197,52 +361,69 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
       worker.stop();
       return Death{Death::Kind::cancelled, "interrupted"};
     }
-    pollfd pfd{worker.fd(), POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, 20);
-    if (ready > 0) {
+    if (!running && ms_since(pre_start) > pre_ms) {
+      return hung(fmt::format("the worker did not take the request within {:.0f} ms (it was "
+                              "stopped, blocked or busy between calls)",
+                              pre_ms));
+    }
+    pollfd pfd[2] = {{worker.fd(), static_cast<short>(POLLIN | (sent < to_send ? POLLOUT : 0)), 0},
+                     {worker.output_fd(), POLLIN, 0}};
+    const int ready = ::poll(pfd, 2, 20);
+    if (ready < 0 && errno != EINTR) return died();
+    if (ready > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) worker.drain_output();
+    if (ready > 0 && sent < to_send && (pfd[0].revents & POLLOUT)) {
+      const char* from = sent < sizeof length
+                             ? reinterpret_cast<const char*>(&length) + sent
+                             : request->data() + (sent - sizeof length);
+      const size_t n = sent < sizeof length ? sizeof length - sent : to_send - sent;
+      const ssize_t k = ::send(worker.fd(), from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) {
+        sent += static_cast<size_t>(k);
+      } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return died();
+      }
+    }
+    if (ready > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       const ssize_t k = ::read(worker.fd(), chunk.data(), chunk.size());
-      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (k <= 0) return died();
       buf.append(chunk.data(), static_cast<size_t>(k));
-      // The frames in buf: the worker's "received" (the limits restart
-      // from it), then its reply, which must be the last bytes.
+      // The frames in buf: the worker's "received" (once, after the whole
+      // request), then its reply, which must be the last bytes.
       while (buf.size() >= sizeof(uint64_t)) {
         uint64_t need = 0;
         std::memcpy(&need, buf.data(), sizeof need);
-        if (need > kMaxFrameBytes || need < sizeof(int32_t) + 1) {
-          worker.stop();
-          return Death{Death::Kind::died, fmt::format("the worker sent a malformed reply during {} "
-                                                      "(something in it wrote to its channel)",
-                                                      what)};
+        if (need < sizeof(int32_t) + 1) return malformed("a frame too short to be a reply");
+        if (need > max_reply + sizeof(int32_t)) {
+          return malformed(fmt::format("a reply of {} bytes, more than the call can produce ({})",
+                                       need, max_reply));
         }
         need += sizeof(uint64_t);
         if (buf.size() < need) break;
         int32_t sender = 0;
         std::memcpy(&sender, buf.data() + sizeof(uint64_t), sizeof sender);
         const auto kind = static_cast<uint8_t>(buf[sizeof(uint64_t) + sizeof(int32_t)]);
-        const bool received = request && kind == kReceived;
+        const bool received = kind == kReceived;
         if (sender != worker.pid() || (!received && buf.size() > need)) {
-          worker.stop();
-          return Death{Death::Kind::died,
-                       fmt::format("a second process (pid {}) answered during {}: the "
-                                   "implementation forked; the worker and its process group "
-                                   "were stopped",
-                                   sender, what)};
+          return stopped(Death::Kind::died,
+                         fmt::format("a second process (pid {}) answered during {}: the "
+                                     "implementation forked; the worker and every process it "
+                                     "started were stopped",
+                                     sender, what));
+        }
+        if (received && (running || sent < to_send)) {
+          return malformed(running ? "a second \"received\"" : "\"received\" before the request");
         }
         if (!received) return buf.substr(sizeof(uint64_t) + sizeof(int32_t));
         buf.erase(0, need);
         running = true;
         cpu_start = worker.cpu_ms();
-        wall_start = std::chrono::steady_clock::now();
+        wall_start = Clock::now();
       }
-    } else if (ready < 0 && errno != EINTR) {
-      return died();
     }
-    const double cpu = worker.cpu_ms() - cpu_start;
-    const double wall =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
-            .count();
     if (!running) continue;
+    const double cpu = worker.cpu_ms() - cpu_start;
+    const double wall = ms_since(wall_start);
     if (limits.cpu_ms > 0 && cpu > limits.cpu_ms) {
       return hung(fmt::format("it used more than {:.0f} ms of CPU time (--timeout-ms)",
                               limits.cpu_ms));
@@ -267,14 +448,15 @@ std::vector<ImplInfo> describe_in_worker(const std::string& mode, const std::str
   const bool plugin = mode == "plugin";
   WorkerProcess worker;
   try {
-    worker.start("describe", plugin ? "" : mode, path, command);
+    worker.start("describe", plugin ? "" : mode, path, command,
+                 worker_memory_limit_mb(options.memory_limit_mb));
   } catch (const std::runtime_error& e) {
     if (!command) throw;
     throw InputError(fmt::format("{}: cannot start the {} worker '{}': {}", path, mode,
                                  command->program, e.what()));
   }
   const auto limit = static_cast<double>(kWallTimeoutFactor * options.timeout_ms);
-  auto result = exchange(worker, nullptr, {0, limit}, "loading");
+  auto result = exchange(worker, nullptr, {0, limit}, "loading", kMaxDescribeReplyBytes);
   if (auto* death = std::get_if<Death>(&result)) {
     if (death->kind == Death::Kind::cancelled) throw Cancelled();
     const std::string how =
@@ -290,6 +472,19 @@ std::vector<ImplInfo> describe_in_worker(const std::string& mode, const std::str
           how));
     }
     throw InputError(fmt::format("{}: the {} worker {} while loading it", path, mode, how));
+  }
+  // A process the file's code started while loading (a constructor that
+  // forks a helper, a daemon) must not outlive the harness: killed, and
+  // the file refused.
+  if (const std::vector<pid_t> left = worker.descendants(); !left.empty()) {
+    worker.stop();
+    const std::string who = plugin ? "the plugin" : fmt::format("the {} worker", mode);
+    throw InputError(fmt::format("{}: {} left {} process{} running while loading (pid {}{}: a "
+                                 "fork, spawn or daemon in its constructors or declarations); "
+                                 "{} killed",
+                                 path, who, left.size(), left.size() == 1 ? "" : "es", left[0],
+                                 left.size() > 1 ? ", ..." : "",
+                                 left.size() == 1 ? "it was" : "they were"));
   }
   const std::string& reply = std::get<std::string>(result);
   Reader r(reply);

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <boost/pfr/core.hpp>
+#include <fmt/format.h>
 
 #include "core/fields.h"
 
@@ -59,7 +60,7 @@ void get_value(Reader& r, T& x) {
       // Each element is at least one byte: a count beyond what is left is
       // a malformed message, not an allocation.
       const auto n = r.get<uint64_t>();
-      if (n > r.remaining()) throw std::runtime_error("isolation: truncated message");
+      if (n > r.remaining()) throw WireError("truncated message");
       x.resize(n);
       for (auto& e : x) get_value(r, e);
     }
@@ -182,16 +183,41 @@ void put_forward_result(Writer& w, const ForwardResult& f, std::optional<int64_t
   w.put<int32_t>(f.path);
 }
 
+namespace {
+
+// A status as the wire carries it: one of Status's values, else the reply
+// is malformed (a forged status must never reach the properties, which
+// read the arrays of every status they do not know).
+Status get_status(Reader& r) {
+  const auto raw = r.get<std::underlying_type_t<Status>>();
+  if (raw != static_cast<int>(Status::ok) && raw != static_cast<int>(Status::error) &&
+      raw != static_cast<int>(Status::unsupported)) {
+    throw WireError(fmt::format("status {}, which is none of ok, error, unsupported", raw));
+  }
+  return static_cast<Status>(raw);
+}
+
+// An error text within kMaxTextBytes.
+std::string get_text(Reader& r) {
+  std::string s = r.get_str();
+  if (s.size() > kMaxTextBytes) throw WireError(fmt::format("an error text of {} bytes", s.size()));
+  return s;
+}
+
+}  // namespace
+
 ForwardResult get_forward_result(Reader& r, std::optional<int64_t>& score) {
   ForwardResult f;
-  f.status = r.get<Status>();
-  f.error = r.get_str();
+  f.status = get_status(r);
+  f.error = get_text(r);
   f.out = r.get_vec<double>();
   f.weights = r.get_vec<double>();
   f.lse = r.get_vec<double>();
   const auto n = r.get<int64_t>();
+  if (n < -1) throw WireError(fmt::format("a score count of {}", n));
   score = n < 0 ? std::nullopt : std::optional<int64_t>(n);
   f.path = r.get<int32_t>();
+  if (f.path < -1) throw WireError(fmt::format("path {}", f.path));
   return f;
 }
 
@@ -206,8 +232,8 @@ void put_backward_result(Writer& w, const BackwardResult& b) {
 
 BackwardResult get_backward_result(Reader& r) {
   BackwardResult b;
-  b.status = r.get<Status>();
-  b.error = r.get_str();
+  b.status = get_status(r);
+  b.error = get_text(r);
   b.dq = r.get_vec<double>();
   b.dk = r.get_vec<double>();
   b.dv = r.get_vec<double>();
@@ -223,8 +249,8 @@ void put_layer_result(Writer& w, const LayerResult& y) {
 
 LayerResult get_layer_result(Reader& r) {
   LayerResult y;
-  y.status = r.get<Status>();
-  y.error = r.get_str();
+  y.status = get_status(r);
+  y.error = get_text(r);
   y.y = r.get_vec<double>();
   return y;
 }

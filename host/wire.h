@@ -27,6 +27,13 @@ namespace attncheck::host_detail {
 inline constexpr const char* kWorkerFlag = "--attncheck-worker";
 /// The worker's end of the socketpair.
 inline constexpr int kWorkerFd = 3;
+/// The environment variable that carries a worker's memory limit in MiB
+/// (0: none), applied by the worker before it loads anything.
+inline constexpr const char* kWorkerMemoryVar = "ATTNCHECK_WORKER_MEMORY_MB";
+/// The exit status of a worker that could not read its request or send its
+/// reply because its channel's descriptor was closed under it (by the
+/// implementation), not by the harness.
+inline constexpr int kChannelLostExit = 121;
 /// The largest frame either end accepts: a garbage length ends the
 /// exchange, never becomes an allocation.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
@@ -53,6 +60,17 @@ bool send_frame(int fd, const std::string& payload);
 
 /// Blocking read of n bytes; false at end of file or on an error.
 bool read_exact(int fd, char* dst, size_t n);
+
+/// A message that is not what the wire says (cut short, bytes left over, a
+/// value no field can hold): the peer, or something in it, wrote to the
+/// channel.
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The longest text (an error message) a reply carries.
+inline constexpr uint64_t kMaxTextBytes = uint64_t{1} << 20;
 
 /// Appends values to a message.
 class Writer {
@@ -93,7 +111,7 @@ class Reader {
   std::vector<T> get_vec() {
     const auto n = get<uint64_t>();
     if (n > (bytes_.size() - pos_) / sizeof(T))
-      throw std::runtime_error("isolation: truncated message");
+      throw WireError("truncated message");
     std::vector<T> v(n);
     take(v.data(), n * sizeof(T));
     return v;
@@ -104,10 +122,14 @@ class Reader {
   }
   /// Bytes not yet read.
   size_t remaining() const { return bytes_.size() - pos_; }
+  /// Throws WireError when bytes are left: a message is read whole.
+  void expect_end() const {
+    if (pos_ != bytes_.size()) throw WireError("bytes after the message's end");
+  }
 
  private:
   void take(void* dst, size_t n) {
-    if (n > bytes_.size() - pos_) throw std::runtime_error("isolation: truncated message");
+    if (n > bytes_.size() - pos_) throw WireError("truncated message");
     if (n) std::memcpy(dst, bytes_.data() + pos_, n);  // dst is null for an empty vector
     pos_ += n;
   }

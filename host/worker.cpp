@@ -10,11 +10,13 @@
 
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +50,9 @@ pid_t worker_pid = 0;
 
 void on_fork_prepare() { forked = true; }
 
+// The memory limit this worker applied, in MiB (0: none).
+long long memory_limit_mb = 0;
+
 // A reply, prefixed with the sender's process id. A copy made by a fork in
 // the implementation never speaks: it leaves at once.
 void reply(int fd, const Writer& w) {
@@ -54,7 +60,7 @@ void reply(int fd, const Writer& w) {
   Writer framed;
   framed.put<int32_t>(worker_pid);
   std::string payload = framed.bytes() + w.bytes();
-  if (!send_frame(fd, payload)) _exit(0);
+  if (!send_frame(fd, payload)) _exit(errno == EBADF ? kChannelLostExit : 0);
 }
 
 Writer error_reply(Reply kind, const std::string& what) {
@@ -109,7 +115,9 @@ Writer answer(const Implementation& impl, std::string&& request,
 [[noreturn]] void serve(int fd, const Implementation& impl) {
   for (;;) {
     uint64_t n = 0;
-    if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) _exit(0);
+    if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) {
+      _exit(errno == EBADF ? kChannelLostExit : 0);
+    }
     if (n > kMaxFrameBytes) _exit(4);
     std::string request(n, '\0');
     if (!read_exact(fd, request.data(), n)) _exit(0);
@@ -127,6 +135,12 @@ Writer answer(const Implementation& impl, std::string&& request,
           problem);
     } catch (const PluginContractError& e) {
       w = error_reply(kContractError, e.what());
+    } catch (const std::bad_alloc&) {
+      w = error_reply(kThrew, memory_limit_mb > 0
+                                  ? fmt::format("ran out of memory (std::bad_alloc) within the "
+                                                "worker's limit of {} MiB (--memory-limit-mb)",
+                                                memory_limit_mb)
+                                  : std::string("ran out of memory (std::bad_alloc)"));
     } catch (const std::exception& e) {
       w = error_reply(kThrew, e.what());
     } catch (...) {
@@ -196,10 +210,40 @@ std::shared_ptr<const Implementation> build(const std::string& mode, const std::
   return nullptr;
 }
 
+// The worker's own limits, before anything of the implementation runs: no
+// core files (a crash is reported, not dumped into the user's folder), and
+// the memory limit the harness passed (host/supervisor.h), except under a
+// sanitizer, whose shadow memory it would count.
+void limit_resources() {
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+  constexpr bool sanitized = true;
+#else
+  constexpr bool sanitized = false;
+#endif
+#else
+  constexpr bool sanitized = false;
+#endif
+  const char* mb = std::getenv(kWorkerMemoryVar);
+  const long long limit = mb ? std::atoll(mb) : 0;
+  if (!sanitized && limit > 0) {
+    memory_limit_mb = limit;
+    const auto bytes = static_cast<rlim_t>(limit) << 20;
+    const rlimit data{bytes, bytes};
+    ::setrlimit(RLIMIT_DATA, &data);
+  }
+}
+
 int run_worker(int argc, char** argv) {
   if (argc != 6) return 2;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != static_cast<pid_t>(std::atoll(argv[2]))) return 0;  // orphaned already
+  limit_resources();
   worker_pid = ::getpid();
   ::pthread_atfork(on_fork_prepare, nullptr, nullptr);
   const std::string mode = argv[3], name = argv[4], path = argv[5];

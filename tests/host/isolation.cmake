@@ -36,3 +36,39 @@ attncheck_test_plugin(plugin_latin1 ${CMAKE_CURRENT_LIST_DIR}/plugins/latin1.c)
 add_test(NAME isolation.non_utf8_text COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/utf8_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_latin1>)
 set_tests_properties(isolation.non_utf8_text PROPERTIES LABELS fast)
+
+# Issue 32's hostile plugins (tests/host/plugins/escapes.c): a worker
+# stopped between calls, daemons, posix_spawn, a daemon from a
+# constructor, forged and oversized replies, printed output, a closed
+# channel, memory eaten: each bounded, killed, reported.
+attncheck_test_plugin(plugin_escapes ${CMAKE_CURRENT_LIST_DIR}/plugins/escapes.c)
+attncheck_test_plugin(plugin_escapes_ctor ${CMAKE_CURRENT_LIST_DIR}/plugins/escapes.c
+  ESCAPES_IN_CONSTRUCTOR)
+foreach(p plugin_escapes plugin_escapes_ctor)
+  target_link_libraries(${p} PRIVATE m)
+  set_target_properties(${p} PROPERTIES C_EXTENSIONS ON)
+endforeach()
+if(ATTNCHECK_SANITIZE)
+  set(attncheck_sanitized 1)
+else()
+  set(attncheck_sanitized 0)
+endif()
+add_test(NAME isolation.reliability COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/reliability_test.sh
+  $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_escapes> $<TARGET_FILE:plugin_escapes_ctor>
+  ${attncheck_sanitized})
+set_tests_properties(isolation.reliability PROPERTIES LABELS slow TIMEOUT 900)
+
+# The refusal rule (docs/properties.md): plugins that declare bottom-right
+# alignment or causal masks and refuse them fail, the feature named; one
+# that refuses everything is unsupported.
+attncheck_test_plugin(plugin_refusing ${CMAKE_CURRENT_LIST_DIR}/plugins/refusing.c)
+target_link_libraries(plugin_refusing PRIVATE m)
+add_test(NAME isolation.refused_features COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/refused_features_test.sh
+  $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_refusing>)
+set_tests_properties(isolation.refused_features PROPERTIES LABELS fast)
+
+# After a hang the other properties keep their verdicts and undeclared ones
+# stay skipped (docs/isolation.md): a plugin hanging on tk = 3 only.
+add_test(NAME isolation.hang_keeps_verdicts COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hang_budget_test.sh
+  $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_hostile>)
+set_tests_properties(isolation.hang_keeps_verdicts PROPERTIES LABELS fast)

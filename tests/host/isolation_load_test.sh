@@ -6,8 +6,9 @@
 #     one line naming it;
 #   - SIGINT during a hanging call ends the run within seconds with exit 3,
 #     the report holding what finished and the interrupted property not-run;
-#   - a plugin that hangs on every call ends, every property failed, the
-#     hang shrunk once and the other properties not called again.
+#   - a plugin that hangs on most calls ends within the run's bound on
+#     hangs (docs/isolation.md): each property it declares fails with its
+#     own hang or is not run past the bound, the others are skipped.
 #   Usage: isolation_load_test.sh ATTNCHECK FORKER_PLUGIN PLUGIN_DIR
 set -u
 bin=$1
@@ -91,13 +92,37 @@ grep -q '"not-run"' int.json || fail "the report has no not-run result"
 sleep 0.5
 [[ -z "$(survivors $pid)" ]] || fail "workers outlived the interrupted run"
 
-# ---- A plugin that hangs on every call: bounded ----
+# ---- SIGINT while a plugin loads: exit 3, the reports written (empty) ----
+"$bin" check --plugin "$dir/libplugin_load_hang.so" --timeout-ms 100000 --report load_int.json \
+  --junit load_int.xml >load_int.txt 2>load_int.err &
+pid=$!
+for _ in $(seq 600); do
+  [[ -n "$(survivors $pid)" ]] && break
+  sleep 0.1
+done
+sleep 0.5
+kill -INT $pid
+wait $pid
+code=$?
+[[ $code -eq 3 ]] || fail "interrupted while loading: exit $code, expected 3"
+[[ -s load_int.json ]] || fail "no report after an interrupt while loading"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(len(r["results"]) != 0)' \
+  load_int.json 2>/dev/null || fail "the report after an interrupt while loading is not an empty one"
+[[ -s load_int.xml ]] || fail "no JUnit file after an interrupt while loading"
+[[ -z "$(survivors $pid)" ]] || fail "the loading worker outlived the interrupted run"
+
+# ---- A plugin that hangs on most calls: bounded ----
+# (Spinning: each hang costs 200 ms, where a blocked call's costs 2 s; the
+# bound counts both alike.)
 start=$SECONDS
-run hang.txt hang.err check --plugin "$hostile" --impl blocks_on_two_queries --timeout-ms 200 \
+run hang.txt hang.err check --plugin "$hostile" --impl spins_on_two_queries --timeout-ms 200 \
   --report hang.json
 [[ $code -eq 1 ]] || fail "hanging check: exit $code, expected 1"
-grep -q '^passed' hang.txt && fail "a property of the hanging plugin passed"
-has hang.txt 'hangs on the smallest problem' "later properties are not called again"
+grep -q 'not called' hang.txt && fail "later properties were not called"
+grep '^not-run' hang.txt | grep -v 'hung 32 times in this run' && fail "not-run, not for the bound"
+has hang.txt '^failed  *spins_on_two_queries .*RowSumsToOne' "a later property fails with its own hang"
+has hang.txt '^skipped  *spins_on_two_queries .*GradientsMatchOracle' "an undeclared property is skipped"
+((SECONDS - start < 120)) || fail "the hanging check took $((SECONDS - start)) s"
 echo "hanging plugin: whole check in $((SECONDS - start)) s"
 sleep 0.5
 [[ -z "$(survivors $last)" ]] || fail "workers outlived the hanging run"
