@@ -44,7 +44,8 @@ set_tests_properties(isolation.non_utf8_text PROPERTIES LABELS fast)
 attncheck_test_plugin(plugin_escapes ${CMAKE_CURRENT_LIST_DIR}/plugins/escapes.c)
 attncheck_test_plugin(plugin_escapes_ctor ${CMAKE_CURRENT_LIST_DIR}/plugins/escapes.c
   ESCAPES_IN_CONSTRUCTOR)
-foreach(p plugin_escapes plugin_escapes_ctor)
+attncheck_test_plugin(plugin_escapes_many ${CMAKE_CURRENT_LIST_DIR}/plugins/many.c)
+foreach(p plugin_escapes plugin_escapes_ctor plugin_escapes_many)
   target_link_libraries(${p} PRIVATE m)
   set_target_properties(${p} PROPERTIES C_EXTENSIONS ON)
 endforeach()
@@ -55,7 +56,7 @@ else()
 endif()
 add_test(NAME isolation.reliability COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/reliability_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_escapes> $<TARGET_FILE:plugin_escapes_ctor>
-  ${attncheck_sanitized})
+  $<TARGET_FILE:plugin_escapes_many> ${attncheck_sanitized})
 set_tests_properties(isolation.reliability PROPERTIES LABELS slow TIMEOUT 900)
 
 # The refusal rule (docs/properties.md): plugins that declare bottom-right

@@ -14,12 +14,15 @@
 #   - a plugin closing the worker's channel is reported as that;
 #   - a thread writing into a call's output after it returned is named so;
 #   - a plugin eating memory is stopped at --memory-limit-mb and reported.
-#   Usage: reliability_test.sh ATTNCHECK ESCAPES_PLUGIN CTOR_PLUGIN SANITIZED
+#   - a crash leaves no core file; 150 implementations run within 128
+#     file descriptors; a harness killed with SIGKILL leaves no worker.
+#   Usage: reliability_test.sh ATTNCHECK ESCAPES_PLUGIN CTOR_PLUGIN MANY_PLUGIN SANITIZED
 set -u
 bin=$1
 plugin=$2
 ctor=$3
-sanitized=$4
+many=$4
+sanitized=$5
 tmp=$(mktemp -d)
 trap 'pkill -f "sleep $ATTNCHECK_TEST_TAG" 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp"
@@ -36,14 +39,14 @@ has() {
   grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -30; }
 }
 survivors() { pgrep -f -- "sleep $ATTNCHECK_TEST_TAG" || true; }
-# check IMPL ARGS...: one implementation of the plugin, MatchesOracle, a
-# bounded wall time (a run that waits forever is killed by timeout, exit
+# check IMPL ARGS...: one implementation of the plugin, MatchesOracle,
+# --timeout-ms $TIMEOUT_MS (default 200), a bounded wall time (a run that waits forever is killed by timeout, exit
 # 124); output in IMPL.out, IMPL.err, exit code in $code.
 check() {
   local impl=$1
   shift
   timeout -s KILL 120 "$bin" check --plugin "$plugin" --impl "$impl" --property MatchesOracle \
-    --cases 10 --timeout-ms 200 --save-failures saved "$@" >"$impl.out" 2>"$impl.err"
+    --cases 10 --timeout-ms "${TIMEOUT_MS:-200}" --save-failures saved "$@" >"$impl.out" 2>"$impl.err"
   code=$?
   [[ $code -ne 137 ]] || fail "$impl: the run did not end within 120 s (killed)"
 }
@@ -113,10 +116,42 @@ has writes_after_return.out 'a thread still running after its previous call retu
 # ---- Memory: the limit holds and is named (not under a sanitizer, which
 # the limit does not apply to) ----
 if [[ $sanitized != 1 ]]; then
-  check eats_memory --memory-limit-mb 256
+  # (Touching 128 MiB takes tens of ms of CPU, more on a loaded machine:
+  # a limit of time that is not the one tested.)
+  TIMEOUT_MS=10000 check eats_memory --memory-limit-mb 128
   [[ $code -eq 1 ]] || fail "eats_memory: exit $code, expected 1"
-  has eats_memory.out 'its limit being 256 MiB (--memory-limit-mb)' "the memory limit is named"
+  has eats_memory.out 'its limit being 128 MiB (--memory-limit-mb)' "the memory limit is named"
 fi
+
+# ---- No core files ----
+if (ulimit -c unlimited) 2>/dev/null; then
+  mkdir cores && (cd cores && ulimit -c unlimited &&
+    timeout -s KILL 120 "$bin" check --plugin "$plugin" --impl prints_then_crashes \
+      --property MatchesOracle --cases 10 --no-real-sizes --save-failures saved >out.txt 2>&1)
+  [[ -z "$(ls cores | grep -i core)" ]] || fail "a crashing worker left a core file: $(ls cores)"
+fi
+
+# ---- 150 implementations within 128 file descriptors ----
+(ulimit -n 128 && timeout -s KILL 300 "$bin" check --plugin "$many" --property RowSumsToOne \
+  --cases 3 --no-real-sizes >many.txt 2>&1)
+code=$?
+[[ $code -eq 0 ]] || fail "150 implementations in 128 descriptors: exit $code, expected 0"
+has many.txt '150 passed, 0 failed' "all 150 pass"
+
+# ---- A harness killed with SIGKILL leaves no worker ----
+"$bin" check --plugin "$plugin" --impl stops_between_calls --property MatchesOracle \
+  --timeout-ms 100000 >killed.txt 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  pgrep -f -- "--attncheck-worker $pid " >/dev/null && break
+  sleep 0.1
+done
+sleep 1
+kill -KILL $pid
+wait $pid 2>/dev/null
+sleep 1
+workers=$(pgrep -f -- "--attncheck-worker $pid " || true)
+[[ -z "$workers" ]] || fail "workers outlived a killed harness: $workers"
 
 [[ -z "$(survivors)" ]] || fail "processes outlived the runs: $(survivors)"
 if ((failures)); then

@@ -19,6 +19,7 @@
  *                         fails, then writes through the null pointer
  *   writes_after_return   leaves a thread that writes into the call's out
  *                         2 ms after the call returned
+ * Built with ESCAPES_IN_CONSTRUCTOR, loading it starts a daemon.
  * TAG is $ATTNCHECK_TEST_TAG (a number of seconds unique to the test run),
  * so the test finds what outlived the run by command line. Built as a test
  * plugin only (tests/host/isolation.cmake). */
