@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -130,7 +131,27 @@ bool carries_token(pid_t pid, const std::string& token) {
   return false;
 }
 
+std::mutex workers_mutex;
+std::set<pid_t>& workers() {
+  static std::set<pid_t> pids;
+  return pids;
+}
+
+bool is_worker(pid_t pid) {
+  std::lock_guard lock(workers_mutex);
+  return workers().count(pid) > 0;
+}
+
 }  // namespace
+
+void note_worker(pid_t pid, bool live) {
+  std::lock_guard lock(workers_mutex);
+  if (live) {
+    workers().insert(pid);
+  } else {
+    workers().erase(pid);
+  }
+}
 
 bool become_subreaper() {
   static const bool ok = ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
@@ -145,7 +166,7 @@ std::string new_worker_token() {
 std::vector<pid_t> worker_descendants(pid_t worker, const std::string& token) {
   std::vector<pid_t> todo = children_of(worker);
   for (const pid_t c : children_of(::getpid())) {
-    if (c != worker && carries_token(c, token)) todo.push_back(c);
+    if (c != worker && !is_worker(c) && carries_token(c, token)) todo.push_back(c);
   }
   std::set<pid_t> seen;
   std::vector<pid_t> found;

@@ -27,6 +27,11 @@ bool become_subreaper();
 /// ("HARNESSPID.N").
 std::string new_worker_token();
 
+/// Records that `pid` is (or, with `live` false, no longer is) a worker of
+/// this process: worker_descendants never reads a worker's environment to
+/// tell whether it is another worker's orphan.
+void note_worker(pid_t pid, bool live);
+
 /// The live processes below `worker` (its children, theirs, ...) and the
 /// children of this process that carry `token` in their environment, with
 /// theirs; `worker` itself excluded. Zombies are not alive and not listed.

@@ -175,6 +175,7 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   fd_ = sv[0];
   out_fd_ = out[0];
   pid_ = pid;
+  note_worker(pid_, true);
   memory_limit_mb_ = memory_limit_mb;
   output_.clear();
   output_bytes_ = 0;
@@ -287,6 +288,7 @@ std::vector<pid_t> WorkerProcess::descendants() const {
 }
 
 void WorkerProcess::forget() {
+  note_worker(pid_, false);
   if (fd_ >= 0) ::close(fd_);
   if (out_fd_ >= 0) ::close(out_fd_);
   pid_ = -1;
