@@ -1,9 +1,10 @@
 /* Plugins that are correct attention (the example plugin's f64 kernel)
  * except when tk >= 3, where each does what issue 32's hostile probes did
  * to the harness:
- *   stops_between_calls   stops its worker (SIGSTOP) just after a call
- *                         returns, as SIGTTOU does to a worker that
- *                         prints on a terminal with `stty tostop`
+ *   stops_between_calls   stops its worker (SIGSTOP) once its first call
+ *                         has returned and the worker waits for the next,
+ *                         as SIGTTOU does to a worker that prints on a
+ *                         terminal with `stty tostop` (on every call)
  *   daemonizes            forks, calls setsid, forks again: a daemon
  *                         (sleep TAG) whose parent exits at once
  *   spawns                posix_spawn with POSIX_SPAWN_SETSID of sleep TAG
@@ -34,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,38 +46,42 @@ static const char* tag(void) {
 }
 
 /* ---- stops_between_calls ---- */
-static volatile sig_atomic_t in_forward = 0, stop_pending = 0;
-static int armed = 0;
-
-static void on_alarm(int sig) {
-  (void)sig;
-  if (in_forward) {
-    stop_pending = 1;
-  } else {
-    raise(SIGSTOP);
-  }
+/* After the first call of each worker, a thread waits until the worker's
+ * main thread sleeps (waiting for the next request: the reply is sent) and
+ * stops the whole process, as SIGTTOU does. */
+static char main_state(void) {
+  char path[64], buf[512];
+  FILE* f;
+  size_t n;
+  char* close;
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+  f = fopen(path, "r");
+  if (!f) return '?';
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  close = strrchr(buf, ')');
+  return close && close[1] == ' ' ? close[2] : '?';
 }
 
-static void arm(long usec) {
-  struct itimerval t;
-  memset(&t, 0, sizeof t);
-  t.it_value.tv_usec = usec;
-  setitimer(ITIMER_REAL, &t, NULL);
+static void* stop_when_idle(void* unused) {
+  const struct timespec ms = {0, 1000000};
+  (void)unused;
+  for (;;) {
+    nanosleep(&ms, NULL);
+    if (main_state() == 'S') {
+      raise(SIGSTOP);
+      return NULL;
+    }
+  }
 }
 
 static int stops(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
-  int rc;
-  in_forward = 1;
-  if (p->tk >= 3 && !armed) {
-    armed = 1;
-    signal(SIGALRM, on_alarm);
-    arm(20000);
-  }
-  rc = forward_f64(ctx, p, o);
-  in_forward = 0;
-  if (stop_pending) {
-    stop_pending = 0;
-    arm(1000);
+  static int calls = 0;
+  const int rc = forward_f64(ctx, p, o);
+  if (++calls == 1) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, stop_when_idle, NULL) == 0) pthread_detach(t);
   }
   return rc;
 }
