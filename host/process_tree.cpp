@@ -120,7 +120,16 @@ std::vector<pid_t> children_of(pid_t pid) {
 }
 
 bool carries_token(pid_t pid, const std::string& token) {
-  const std::string env = read_proc(fmt::format("/proc/{}/environ", pid));
+  // A process in the middle of an exec has no memory to read its
+  // environment from for a moment (the read gives nothing): it is asked
+  // again, every millisecond for at most 100 ms, while it is alive. Only
+  // the harness's children that are not workers are asked, which are none
+  // but orphans in the command line.
+  std::string env = read_proc(fmt::format("/proc/{}/environ", pid));
+  for (int k = 0; env.empty() && k < 100 && alive(pid); ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    env = read_proc(fmt::format("/proc/{}/environ", pid));
+  }
   const std::string var = std::string(kWorkerTokenVar) + "=" + token;
   for (size_t at = 0; at < env.size();) {
     const size_t end = env.find('\0', at);
