@@ -39,7 +39,22 @@ void CaseContext::require_declared(const Problem& p) {
 }
 
 ForwardResult CaseContext::call(const Problem& p) {
-  last_call_ = p;
+  last_call_is_case_ = current_ && &p == &current_->problem;
+  if (last_call_is_case_) {
+    last_call_.reset();
+  } else {
+    last_call_ = std::make_shared<const Problem>(p);
+  }
+  return call_kept(p);
+}
+
+ForwardResult CaseContext::call(Problem&& p) {
+  last_call_is_case_ = false;
+  last_call_ = std::make_shared<const Problem>(std::move(p));
+  return call_kept(*last_call_);
+}
+
+ForwardResult CaseContext::call_kept(const Problem& p) {
   require_declared(p);
   exercise(p);
   ForwardResult r;
@@ -76,8 +91,11 @@ ForwardResult CaseContext::call(const Problem& p) {
   return r;
 }
 
-ForwardResult CaseContext::call_ok(const Problem& p) {
-  ForwardResult r = call(p);
+ForwardResult CaseContext::call_ok(const Problem& p) { return answered(call(p)); }
+
+ForwardResult CaseContext::call_ok(Problem&& p) { return answered(call(std::move(p))); }
+
+ForwardResult CaseContext::answered(ForwardResult r) {
   if (r.status == Status::error) {
     fail("reported an error on a problem without empty rows: " + r.error);
   }
@@ -218,7 +236,9 @@ void CaseContext::fail(const std::string& message, bool died) {
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
-  failed_call = last_call_;
+  failed_call = last_call_is_case_ && failed_case
+                    ? std::make_shared<const Problem>(failed_case->problem)
+                    : last_call_;
   failed_path = last_path_name();
   if (failures++ == 0) {
     first_failed_case = failed_case;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,8 @@ class CaseContext {
   void begin(const Case& c) {
     current_ = &c;
     case_paths_.clear();
+    last_call_.reset();
+    last_call_is_case_ = false;
     end_case();
   }
 
@@ -67,7 +70,14 @@ class CaseContext {
   /// ATTNCHECK_UNSUPPORTED discards it. The path the call took (SPEC 4.1)
   /// is recorded: reference() judges by it.
   /// A problem outside the declaration is never handed over (require_declared).
+  /// The problem is kept for a failure report (failed_call): the case's own
+  /// problem by reference, any other as a copy.
   ForwardResult call(const Problem& p);
+  /// The same for a derived problem the judge hands over: kept without a
+  /// copy. At real sizes a derived problem can be many times the case
+  /// (GroupedQueryEquivalence's MHA problem, the group size times its K/V:
+  /// a gigabyte at the thorough cap), and a copy per call doubled it.
+  ForwardResult call(Problem&& p);
 
   /// Fails the case, as a defect of attncheck, when p has a version 2 part
   /// or a format combination the implementation does not declare (SPEC
@@ -78,6 +88,7 @@ class CaseContext {
 
   /// Like call(), and a reported error is a failure too.
   ForwardResult call_ok(const Problem& p);
+  ForwardResult call_ok(Problem&& p);
 
   /// The reference and tolerances of p; discards the case when any row is
   /// ill-conditioned (SPEC 4: counted, never passed) or the oracle could
@@ -185,8 +196,9 @@ class CaseContext {
   double max_budget_used = 0;
   std::optional<Case> failed_case;
   /// The problem of the last call before a failure: a metamorphic
-  /// property's derived problem, when that is where the bug showed.
-  std::optional<Problem> failed_call;
+  /// property's derived problem, when that is where the bug showed. Shared
+  /// with the call's own record, not copied.
+  std::shared_ptr<const Problem> failed_call;
   std::string failure_message;
   bool failure_died = false;  ///< the recorded failure was a crash or a hang
   /// The path the failing call took (SPEC 4.1), "" when it named none.
@@ -194,7 +206,7 @@ class CaseContext {
   /// The first failure recorded (before shrinking) and its failing call,
   /// and how many failures were recorded (1: the shrunk case is the first).
   std::optional<Case> first_failed_case;
-  std::optional<Problem> first_failed_call;
+  std::shared_ptr<const Problem> first_failed_call;
   int failures = 0;
 
  private:
@@ -204,8 +216,15 @@ class CaseContext {
   const Case* current_ = nullptr;
   std::optional<gen::SizeShape> size_;
   OracleResult::Tier last_tier_ = OracleResult::Tier::certified;
-  std::optional<Problem> last_call_;  // copied: derived problems are often temporaries
-  std::vector<int> case_paths_;       // the path of each call of the current case
+  // The current case's last call: its own problem (last_call_is_case_,
+  // which current_ holds) or a derived one, copied when lent (it may not
+  // outlive the call) or taken when handed over.
+  std::shared_ptr<const Problem> last_call_;
+  bool last_call_is_case_ = false;
+  std::vector<int> case_paths_;  // the path of each call of the current case
+  // call()'s body, p kept already; call_ok()'s check (an error fails).
+  ForwardResult call_kept(const Problem& p);
+  ForwardResult answered(ForwardResult r);
   // Folds the current case into refusals_ (once).
   void end_case();
   // The bit of `feature` in refusals_, 0 past 64 features.

@@ -59,10 +59,13 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     // derived from it (huge values at masked keys, a permutation) did not;
     // a name must also explain the failure before shrinking.
     if (!ctx.failure_died) {
-      FailureRecord record{p, ctx.failed_call, std::nullopt, std::nullopt};
+      const auto copied = [](const std::shared_ptr<const Problem>& q) {
+        return q ? std::optional<Problem>(*q) : std::nullopt;
+      };
+      FailureRecord record{p, copied(ctx.failed_call), std::nullopt, std::nullopt};
       if (ctx.failures > 1 && ctx.first_failed_case) {
         record.unshrunk = ctx.first_failed_case->problem;
-        record.unshrunk_call = ctx.first_failed_call;
+        record.unshrunk_call = copied(ctx.first_failed_call);
       }
       out.diagnosis = diagnose_failure(impl, record);
     }

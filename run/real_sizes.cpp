@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 #include <rapidcheck.h>
@@ -101,49 +102,61 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   }
 
   // One case at a shape: drawn with RapidCheck (the property's own draw,
-  // at that shape), judged, never shrunk by it. The judge's verdict is
-  // caught inside the testable, so RapidCheck sees a success: on a failure
-  // it would otherwise describe the counterexample, drawing the problem
-  // again and printing every element (gigabytes at these sizes, minutes
-  // per case; the search below judges dozens).
+  // at that shape), judged, never shrunk by it. The verdict, a discard by
+  // the draw or the judge included, is caught inside the testable, so
+  // RapidCheck sees a success and never runs the case again: given a
+  // failure it would describe the counterexample (draw the problem again
+  // and print every element: gigabytes at these sizes, minutes per case;
+  // the search below judges dozens), and having given up after discards
+  // it would run the last case again, calls and all, for its message. A
+  // discarded case is drawn again at the shape with the next seed,
+  // kDrawsPerShape draws in all.
+  constexpr int kDrawsPerShape = 3;
   rc::detail::TestListenerAdapter listener;
   const auto run_at = [&](const gen::SizeShape& s, uint64_t case_seed) {
     ctx.set_size(s);
-    rc::detail::TestParams params;
-    params.seed = case_seed;
-    params.maxSuccess = 1;
-    params.maxSize = 100;
-    params.maxDiscardRatio = 2;
-    params.disableShrinking = true;
     rc::detail::TestMetadata metadata;
     metadata.id = property + "/real-size";
-    Verdict verdict = Verdict::discarded;  // the draw's own discards end as GaveUp
-    const auto testable = [&] {
-      const Case c = draw(ctx);
-      ctx.begin(c);
-      verdict = Verdict::pass;
-      try {
-        judge(ctx, c);
-      } catch (const rc::detail::CaseResult& r) {
-        if (r.type == rc::detail::CaseResult::Type::Discard) {
-          verdict = Verdict::discarded;
-          throw;  // RapidCheck draws other values at this shape
-        }
-        if (r.type == rc::detail::CaseResult::Type::Failure) verdict = Verdict::fail;
-      } catch (const std::exception& e) {  // a failure, as RapidCheck would take it
-        verdict = Verdict::fail;
+    for (int draw_index = 0; draw_index < kDrawsPerShape; ++draw_index) {
+      rc::detail::TestParams params;
+      params.seed =
+          draw_index == 0 ? case_seed : mix(case_seed + static_cast<uint64_t>(draw_index));
+      params.maxSuccess = 1;
+      params.maxSize = 100;
+      params.disableShrinking = true;
+      Verdict verdict = Verdict::discarded;
+      const auto testable = [&] {
+        std::optional<Case> c;
         try {
-          ctx.fail(fmt::format("exception while judging: {}", e.what()));
-        } catch (const rc::detail::CaseResult&) {
+          c = draw(ctx);
+        } catch (const rc::detail::CaseResult& r) {
+          if (r.type != rc::detail::CaseResult::Type::Discard) throw;
+          return;
+        } catch (const rc::GenerationFailure&) {  // the draw's own discard
+          return;
         }
-      }
-    };
-    const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
-                                                  params, listener, {});
-    rc::detail::SuccessResult success;
-    rc::detail::GaveUpResult gave_up;
-    if (result.match(success)) return verdict;
-    return result.match(gave_up) ? Verdict::discarded : Verdict::fail;
+        ctx.begin(*c);
+        verdict = Verdict::pass;
+        try {
+          judge(ctx, *c);
+        } catch (const rc::detail::CaseResult& r) {
+          if (r.type == rc::detail::CaseResult::Type::Discard) verdict = Verdict::discarded;
+          if (r.type == rc::detail::CaseResult::Type::Failure) verdict = Verdict::fail;
+        } catch (const std::exception& e) {  // a failure, as RapidCheck would take it
+          verdict = Verdict::fail;
+          try {
+            ctx.fail(fmt::format("exception while judging: {}", e.what()));
+          } catch (const rc::detail::CaseResult&) {
+          }
+        }
+      };
+      const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
+                                                    params, listener, {});
+      rc::detail::SuccessResult success;
+      if (!result.match(success)) return Verdict::fail;  // the draw threw
+      if (verdict != Verdict::discarded) return verdict;
+    }
+    return Verdict::discarded;
   };
 
   for (size_t k = 0; k < shapes.size(); ++k) {

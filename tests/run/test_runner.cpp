@@ -264,6 +264,87 @@ TEST(Runner, ARealSizeDiscardIsDrawnAgainAtItsShape) {
   EXPECT_TRUE(phase.failed) << phase.discarded << " shapes discarded";
 }
 
+TEST(Runner, ARealSizeShapeDiscardedEveryTimeIsJudgedOncePerDraw) {
+  // A shape whose every draw is discarded: RapidCheck, having given up,
+  // ran the last case again (draw, calls and judge) for its message, a
+  // fourth real-size case per shape.
+  const auto impl = find_impl("loop_f32");
+  ASSERT_TRUE(impl);
+  RunConfig config = ci_config();
+  CaseContext ctx(*impl, DType::f32, config);
+  int draws = 0, judged = 0;
+  const Problem tiny = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 1, 1);
+  const DrawFn draw = [&](CaseContext&) {
+    ++draws;
+    return attncheck::Case{tiny};
+  };
+  const JudgeFn judge = [&](CaseContext& c, const attncheck::Case&) {
+    ++judged;
+    c.discard("never judgeable");
+  };
+  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  EXPECT_FALSE(phase.failed);
+  ASSERT_GT(phase.discarded, 0);
+  EXPECT_EQ(phase.discarded, phase.cases);
+  EXPECT_EQ(draws, judged);
+  EXPECT_EQ(judged, 3 * phase.discarded) << "draws per shape";
+  // The same when the draw itself discards.
+  int refused_draws = 0;
+  const DrawFn refusing = [&](CaseContext& c) -> attncheck::Case {
+    ++refused_draws;
+    c.discard("no problem of this kind at the shape");
+  };
+  const SizePhase none = run_real_sizes("MatchesOracle", AtSize::all, ctx, refusing, judge, 1);
+  ASSERT_GT(none.discarded, 0);
+  EXPECT_EQ(refused_draws, 3 * none.discarded) << "draws per shape";
+}
+
+// loop_f32, recording where the keys of each call's problem are stored,
+// with 1 added to the first output of an MHA problem (kv_heads = heads).
+class KeyStorageRecorder final : public Implementation {
+ public:
+  explicit KeyStorageRecorder(std::shared_ptr<const Implementation> base)
+      : base_(std::move(base)) {}
+  const ImplInfo& info() const override { return base_->info(); }
+  ForwardResult forward(const Problem& p) const override {
+    keys.push_back(p.k.data.data());
+    ForwardResult r = base_->forward(p);
+    if (p.kv_heads == p.heads && !r.out.empty()) r.out[0] += 1;
+    return r;
+  }
+  mutable std::vector<const double*> keys;
+
+ private:
+  std::shared_ptr<const Implementation> base_;
+};
+
+TEST(Runner, TheFailingCallIsKeptWithoutACopy) {
+  // GroupedQueryEquivalence's MHA problem is the group size times the
+  // case's K/V (a gigabyte at a thorough decode shape). The context copied
+  // every call's problem for the failure report, doubling that in the
+  // harness: the case's own problem and a derived one handed over are kept
+  // as they are, and the report's failing call is that very problem.
+  const auto base = find_impl("loop_f32");
+  ASSERT_TRUE(base);
+  const PropertyDef* prop = find_property("GroupedQueryEquivalence");
+  ASSERT_TRUE(prop);
+  KeyStorageRecorder impl(base);
+  RunConfig config = ci_config();
+  CaseContext ctx(impl, DType::f32, config);
+  const attncheck::Case c{Problem::zeros(DType::f32, 1, 4, 2, 3, 5, 2, 2)};
+  ctx.begin(c);
+  try {
+    prop->judge(ctx, c);
+    FAIL() << "the MHA call's wrong output passed";
+  } catch (const rc::detail::CaseResult& r) {
+    ASSERT_EQ(r.type, rc::detail::CaseResult::Type::Failure) << r.description;
+  }
+  ASSERT_EQ(impl.keys.size(), 2u);
+  ASSERT_TRUE(ctx.failed_call);
+  EXPECT_EQ(ctx.failed_call->kv_heads, 4);
+  EXPECT_EQ(ctx.failed_call->k.data.data(), impl.keys[1]) << "the MHA problem was copied";
+}
+
 // batched_f32 declared with a bf16 accumulation (u = 2^-8: rows of 24 keys
 // or more are beyond the first-order analysis), counting its calls on
 // problems some row of which is that long.
