@@ -33,6 +33,7 @@
 #include "attncheck/registry.h"
 #include "core/text.h"
 #include "host/plugin_names.h"
+#include "host/process_tree.h"
 #include "host/supervisor.h"
 #include "host/wire.h"
 
@@ -240,14 +241,11 @@ class IsolatedImpl : public IsolatedImplementation {
   std::string left_running(const char* what) const {
     const std::vector<pid_t> left = worker_.descendants();
     if (left.empty()) return {};
-    std::string pids;
-    for (size_t k = 0; k < left.size() && k < 5; ++k) pids += fmt::format("{}{}", k ? ", " : "", left[k]);
-    if (left.size() > 5) pids += ", ...";
     const std::string output = worker_.take_output();
     worker_.stop();
-    return fmt::format("the implementation left {} process{} running after {} (pid {}: it "
-                       "forked, spawned or daemonized); {} and the worker were killed{}",
-                       left.size(), left.size() == 1 ? "" : "es", what, pids,
+    return fmt::format("the implementation left {}: it forked, spawned or daemonized); {} "
+                       "and the worker were killed{}",
+                       host_detail::processes_running(left, fmt::format("after {}", what)),
                        left.size() == 1 ? "it" : "they", output);
   }
 

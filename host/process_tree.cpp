@@ -235,4 +235,13 @@ void reap_adopted(const std::vector<pid_t>& pids) {
   }
 }
 
+std::string processes_running(const std::vector<pid_t>& pids, std::string_view when) {
+  constexpr size_t kShown = 5;
+  std::string text =
+      fmt::format("{} process{} running {} (pid ", pids.size(), pids.size() == 1 ? "" : "es", when);
+  for (size_t k = 0; k < pids.size() && k < kShown; ++k) text += fmt::format("{}{}", k ? ", " : "", pids[k]);
+  if (pids.size() > kShown) text += ", ...";
+  return text;
+}
+
 }  // namespace attncheck::host_detail

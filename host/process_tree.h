@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attncheck::host_detail {
@@ -47,5 +48,11 @@ std::vector<pid_t> kill_worker_descendants(pid_t worker, const std::string& toke
 /// those that are now this process's children (killed below a worker, they
 /// are re-parented here when the worker is reaped).
 void reap_adopted(const std::vector<pid_t>& pids);
+
+/// "1 process running after forward (pid 12" or "3 processes running while
+/// loading (pid 12, 13, 14": how the failure texts name what a worker left
+/// (`when` it was found), at most five pids (then ", ..."); the caller
+/// closes the parenthesis after its reason.
+std::string processes_running(const std::vector<pid_t>& pids, std::string_view when);
 
 }  // namespace attncheck::host_detail

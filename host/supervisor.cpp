@@ -183,21 +183,29 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   if (::clock_getcpuclockid(pid_, &cpu_clock_) != 0) cpu_clock_ = -1;
 }
 
+size_t WorkerProcess::end_tree(bool exited, int* status, rusage* usage) {
+  // What it started first, while the worker still holds them as its
+  // children; then the worker's group, the worker (unless it exited and
+  // was waited for already), and what the worker's death handed to this
+  // process.
+  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
+  ::kill(-pid_, SIGKILL);
+  if (!exited) {
+    ::kill(pid_, SIGKILL);
+    ::wait4(pid_, status, 0, usage);
+  }
+  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
+  reap_adopted(left);
+  return left.size();
+}
+
 int WorkerProcess::stop() {
   if (pid_ <= 0) return 0;
   ::close(fd_);
   fd_ = -1;
-  // What it started first, while the worker still holds them as its
-  // children; then the worker, its group, and what the worker's death
-  // handed to this process.
-  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
-  ::kill(-pid_, SIGKILL);
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
-  reap_adopted(left);
+  const size_t left = end_tree(false, nullptr, nullptr);
   forget();
-  return static_cast<int>(left.size());
+  return static_cast<int>(left);
 }
 
 std::string WorkerProcess::reap() {
@@ -219,15 +227,7 @@ std::string WorkerProcess::reap() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   drain_output();
-  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
-  if (!exited) {
-    ::kill(-pid_, SIGKILL);
-    ::kill(pid_, SIGKILL);
-    ::wait4(pid_, &status, 0, &usage);
-  }
-  ::kill(-pid_, SIGKILL);
-  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
-  reap_adopted(left);
+  end_tree(exited, &status, &usage);
   const int64_t limit = memory_limit_mb_;
   forget();
   if (!exited) {
@@ -481,11 +481,9 @@ std::vector<ImplInfo> describe_in_worker(const std::string& mode, const std::str
   if (const std::vector<pid_t> left = worker.descendants(); !left.empty()) {
     worker.stop();
     const std::string who = plugin ? "the plugin" : fmt::format("the {} worker", mode);
-    throw InputError(fmt::format("{}: {} left {} process{} running while loading (pid {}{}: a "
-                                 "fork, spawn or daemon in its constructors or declarations); "
-                                 "{} killed",
-                                 path, who, left.size(), left.size() == 1 ? "" : "es", left[0],
-                                 left.size() > 1 ? ", ..." : "",
+    throw InputError(fmt::format("{}: {} left {}: a fork, spawn or daemon in its constructors or "
+                                 "declarations); {} killed",
+                                 path, who, processes_running(left, "while loading"),
                                  left.size() == 1 ? "it was" : "they were"));
   }
   const std::string& reply = std::get<std::string>(result);

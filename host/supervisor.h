@@ -5,6 +5,7 @@
 // and an interruption apart, capturing its output, and reaping it with
 // every process it started.
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -74,6 +75,11 @@ class WorkerProcess {
 
  private:
   void forget();
+  // The ending stop() and reap() share: kills what the worker started and,
+  // unless it `exited` (waited for already), the worker, waiting for it
+  // into status and usage; reaps what was adopted. Returns how many
+  // processes other than the worker were killed.
+  size_t end_tree(bool exited, int* status, rusage* usage);
 
   pid_t pid_ = -1;
   int fd_ = -1;
