@@ -9,11 +9,7 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # usage NAME PATTERN ARGS...: exit 2, one stderr line of at most 1300
 # characters matching PATTERN, nothing on stdout but the header at most.
 usage() {

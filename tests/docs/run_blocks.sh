@@ -16,13 +16,9 @@ src=$(cd "$2" && pwd)
 [[ -x "$bin" ]] || { echo "run_blocks: $1 is not an executable" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
 blocks=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 mkdir "$tmp/bin"
 ln -s "$bin" "$tmp/bin/attncheck"

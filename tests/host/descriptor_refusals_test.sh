@@ -11,12 +11,8 @@ bin=$1
 dir=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # refused DEFECT PATTERN: `list --plugin` of the build with DEFECT exits 2
 # with one stderr line matching PATTERN (grep -F, after the file name).

@@ -12,15 +12,8 @@ plugin=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-has() {
-  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -40; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 start=$SECONDS
 "$bin" check --plugin "$plugin" --impl spins_on_three_keys --seed 1 --cases 20 --no-real-sizes \

@@ -17,15 +17,8 @@ dir=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-has() {
-  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -30; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # Worker processes (and copies of them) of the attncheck whose pid is $1
 # still running: a worker's command line names its harness's pid (other
 # tests may run workers of the same plugins at the same time).

@@ -12,17 +12,8 @@ plugin=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# has FILE PATTERN WHAT: FILE contains a line matching PATTERN.
-has() {
-  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -40; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 hostile=(crashes_on_three_keys aborts_on_wide_heads spins_on_two_queries blocks_on_two_queries
          scribbles_past_out)

@@ -10,15 +10,8 @@ plugin=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-has() {
-  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -40; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # check OUT ARGS...: attncheck check on the plugin, small; exit code in $code.
 check() {
   local out=$1

@@ -26,18 +26,11 @@ sanitized=$5
 tmp=$(mktemp -d)
 trap 'pkill -f "sleep $ATTNCHECK_TEST_TAG" 2>/dev/null; rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
 # A number of seconds no other process sleeps: what outlives a run is
 # found by its command line.
 export ATTNCHECK_TEST_TAG="1000.$$$RANDOM"
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-has() {
-  grep -q -- "$2" "$1" || { fail "$3 (no line matching '$2' in $1)"; sed 's/^/  | /' "$1" | head -30; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 survivors() { pgrep -f -- "sleep $ATTNCHECK_TEST_TAG" || true; }
 # check IMPL ARGS...: one implementation of the plugin, MatchesOracle,
 # --timeout-ms $TIMEOUT_MS (default 200), a bounded wall time (a run that waits forever is killed by timeout, exit
