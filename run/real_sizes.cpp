@@ -118,6 +118,8 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     rc::detail::TestMetadata metadata;
     metadata.id = property + "/real-size";
     for (int draw_index = 0; draw_index < kDrawsPerShape; ++draw_index) {
+      ctx.last_discard_reason.clear();
+      ctx.case_beyond_precision = false;
       rc::detail::TestParams params;
       params.seed =
           draw_index == 0 ? case_seed : mix(case_seed + static_cast<uint64_t>(draw_index));
@@ -162,11 +164,21 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   for (size_t k = 0; k < shapes.size(); ++k) {
     const uint64_t case_seed = mix(seed ^ (0xA11CEull + k));
     const Verdict v = run_at(shapes[k], case_seed);
-    if (v == Verdict::discarded) ++phase.discarded;
-    if (v != Verdict::fail) {
-      ++phase.cases;
-      continue;
+    // The shape's verdict, by its last draw: a discarded shape by the
+    // reason of its last discard (kDrawsPerShape draws all discarded).
+    RealSizeCounts& n = phase.counts;
+    ++n.shapes;
+    if (ctx.case_beyond_precision) ++n.beyond_precision;
+    if (v == Verdict::discarded) {
+      if (ctx.last_discard_reason == "unsupported by the implementation") {
+        ++n.unsupported;
+      } else if (!ctx.case_beyond_precision) {
+        ++n.discarded;
+      }
+    } else {
+      ++n.judged;
     }
+    if (v != Verdict::fail) continue;
     // Shrink by search, the case's seed fixed: its values stay where they
     // were (generators.h: SizeShape).
     const gen::SizeShape found = shapes[k];
