@@ -245,6 +245,32 @@ TEST(Runner, ARealSizeFailureIsDrawnOncePerJudgement) {
   EXPECT_EQ(draws, judged);
 }
 
+TEST(Runner, EveryValueRegimeOccursAmongMatchesOraclesRealSizeShapes) {
+  // SPEC 3's covering set: each value regime in at least one real-size
+  // MatchesOracle case per run, on every seed (the shapes take the regimes
+  // in turn); properties with a share of the shapes draw plain values.
+  const auto impl = find_impl("loop_f32");
+  ASSERT_TRUE(impl);
+  for (uint64_t seed : {1, 2, 3}) {
+    RunConfig config = ci_config();
+    config.seed = seed;
+    CaseContext ctx(*impl, DType::f32, config);
+    std::set<int> all, some;
+    std::set<int>* seen = &all;
+    const Problem tiny = Problem::zeros(DType::f32, 1, 1, 1, 1, 1, 1, 1);
+    const DrawFn draw = [&](CaseContext& c) {
+      seen->insert(static_cast<int>(c.spec().size->regime));
+      return attncheck::Case{tiny};
+    };
+    const JudgeFn judge = [](CaseContext& c, const attncheck::Case&) { c.passed(0); };
+    run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, seed);
+    EXPECT_EQ(all.size(), static_cast<size_t>(gen::kSizeRegimes)) << "seed " << seed;
+    seen = &some;
+    run_real_sizes("OutputInConvexHull", AtSize::some, ctx, draw, judge, seed);
+    EXPECT_EQ(some, std::set<int>{static_cast<int>(gen::SizeRegime::plain)});
+  }
+}
+
 TEST(Runner, ARealSizeDiscardIsDrawnAgainAtItsShape) {
   // A discarded real-size case (ill-conditioned values, say) is drawn
   // again at the same shape, as RapidCheck does for the small problems:
