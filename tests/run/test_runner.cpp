@@ -486,6 +486,19 @@ TEST(Runner, RealSizeShapesBeyondThePrecisionAreCountedPerProperty) {
       << matches.message;
 }
 
+TEST(Runner, ValueLinearityJudgesFp8ValuesAtRealSize) {
+  // Seed 2 drew online_scaled_e4m3_p's two real-size shapes with E4M3 V,
+  // whose a V1 + b V2 it could not hold: every draw discarded, and the
+  // property read unsupported (real sizes: all 2 shapes discarded).
+  if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
+  RunConfig config = ci_config();
+  config.seed = 2;
+  const PropertyOutcome o = run({"online_scaled_e4m3_p", "ValueLinearity", DType::f32}, config);
+  EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
+  ASSERT_TRUE(o.real_sizes) << o.message;
+  EXPECT_EQ(o.real_sizes->judged, o.real_sizes->shapes) << o.message;
+}
+
 TEST(Runner, SameSeedSameOutcome) {
   const Case c{"broken_softmax_query_axis", "MatchesOracle", DType::f64};
   EXPECT_EQ(run(c).message, run(c).message);
