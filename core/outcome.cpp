@@ -1,5 +1,7 @@
 #include "attncheck/outcome.h"
 
+#include <fmt/format.h>
+
 namespace attncheck {
 
 std::string_view status_name(PropertyStatus s) {
@@ -13,6 +15,32 @@ std::string_view status_name(PropertyStatus s) {
     case PropertyStatus::not_run: return "not-run";
   }
   return "unknown";
+}
+
+std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged) {
+  std::string parts;
+  const auto add = [&](int n, const char* what) {
+    if (n > 0) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, what);
+  };
+  if (beyond_judged) {
+    return fmt::format("{} shapes: {} judged{}{}{}", c.shapes, c.judged,
+                       c.beyond_precision > 0
+                           ? fmt::format(" ({} beyond the declared precision)", c.beyond_precision)
+                           : "",
+                       c.discarded > 0 ? fmt::format(", {} discarded", c.discarded) : "",
+                       c.unsupported > 0 ? fmt::format(", {} unsupported", c.unsupported) : "");
+  }
+  add(c.beyond_precision, "beyond the declared precision");
+  add(c.discarded, "discarded");
+  add(c.unsupported, "unsupported");
+  if (c.judged == 0 && c.shapes > 0) {
+    return fmt::format("all {} shapes discarded ({}{})", c.shapes, parts,
+                       c.beyond_precision > 0 ? "; those beyond the precision judged by "
+                                                "AsAccurateAsBaseline"
+                                              : "");
+  }
+  return fmt::format("{} shapes: {} judged{}{}", c.shapes, c.judged, parts.empty() ? "" : ", ",
+                     parts);
 }
 
 }  // namespace attncheck

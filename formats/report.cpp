@@ -99,6 +99,16 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
             {"tq", c.tq},       {"tk", c.tk},       {"dk", c.dk},
             {"dv", c.dv},       {"dtype", dtype_name(c.dtype)}};
     }
+    // The real-size phase's shapes (SPEC 3), null where it did not run.
+    nlohmann::json sizes = nullptr;
+    if (o.real_sizes) {
+      const RealSizeCounts& n = *o.real_sizes;
+      sizes = {{"shapes", n.shapes},
+               {"judged", n.judged},
+               {"beyond_precision", n.beyond_precision},
+               {"discarded", n.discarded},
+               {"unsupported", n.unsupported}};
+    }
     results.push_back({{"impl", utf8_escaped(o.impl)},
                        {"kind", kind_name(o.kind)},
                        // SPEC 5.2's spelling: "bf16", or q=F,kv=F,out=F.
@@ -108,6 +118,7 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                        {"cases", o.cases},
                        {"discarded", o.discarded},
                        {"max_budget_used", o.max_budget_used},
+                       {"real_sizes", sizes},
                        // The messages quote plugins' text and paths.
                        {"message", utf8_escaped(o.message)},
                        {"diagnosis", escaped_lines(o.diagnosis)},

@@ -163,7 +163,7 @@ std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
       !enclosure_unsupported(p)) {
     OracleResult e = enclose(p);
     Tolerances t = tolerances(p, e, precision);
-    if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
+    if (t.ill_conditioned_rows > 0) discard(kBeyondPrecision);
     if (narrow_enough(e, t)) {
       last_tier_ = OracleResult::Tier::enclosure;
       return {std::move(e), std::move(t)};
@@ -173,7 +173,7 @@ std::pair<OracleResult, Tolerances> CaseContext::reference(const Problem& p) {
   OracleResult o = oracle(p);
   if (!o.uncertified.empty()) discard("oracle could not certify a value");
   Tolerances t = tolerances(p, o, precision);
-  if (t.ill_conditioned_rows > 0) discard("ill-conditioned (beyond first-order analysis)");
+  if (t.ill_conditioned_rows > 0) discard(kBeyondPrecision);
   return {std::move(o), std::move(t)};
 }
 
@@ -184,7 +184,10 @@ CaseContext::BeyondReference CaseContext::reference_beyond(const Problem& p) {
   // to judge here, and T^L is not needed.
   const auto judge_with = [&](OracleResult o) {
     r.usual = tolerances(p, o, precision);
-    if (r.usual.ill_conditioned_rows > 0) r.at_limit = tolerances(p, o, precision, true);
+    if (r.usual.ill_conditioned_rows > 0) {
+      r.at_limit = tolerances(p, o, precision, true);
+      case_beyond_precision = true;
+    }
     r.o = std::move(o);
   };
   if (!p.varlen() && p.score_elements() * (p.dk + p.dv) >= kEnclosureFrom &&
@@ -208,7 +211,7 @@ void CaseContext::screen(const Problem& p) {
   PrecisionTraits tight = info().precision;
   for (const ImplPath& path : info().paths) tight = tightest(tight, path.precision, combo_of(p).kv);
   if (size_ && beyond_first_order_by_length(p, tight)) {
-    discard("ill-conditioned (beyond first-order analysis)");
+    discard(kBeyondPrecision);
   }
 }
 
@@ -252,6 +255,8 @@ void CaseContext::fail(const std::string& message, bool died) {
 void CaseContext::discard(const std::string& reason) {
   ++discarded;
   ++discard_reasons[reason];
+  last_discard_reason = reason;
+  if (reason == kBeyondPrecision) case_beyond_precision = true;
   RC_DISCARD(reason);
 }
 

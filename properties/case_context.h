@@ -34,6 +34,9 @@ struct Case {
   nlohmann::json args = nlohmann::json::object();
 };
 
+/// The reason a case is discarded as beyond the declared precision (SPEC 4).
+inline constexpr const char* kBeyondPrecision = "ill-conditioned (beyond first-order analysis)";
+
 /// State of one property run, handed to the property for each case.
 class CaseContext {
  public:
@@ -62,6 +65,7 @@ class CaseContext {
     case_paths_.clear();
     last_call_.reset();
     last_call_is_case_ = false;
+    case_beyond_precision = false;
     end_case();
   }
 
@@ -193,6 +197,13 @@ class CaseContext {
   int cases = 0;
   int discarded = 0;
   std::map<std::string, int> discard_reasons;
+  /// The reason of the latest discard (the real-size phase sorts its
+  /// shapes by it); "" until one.
+  std::string last_discard_reason;
+  /// The current case is beyond the declared precision (SPEC 4's
+  /// first-order limit): discarded as ill-conditioned, or judged by
+  /// reference_beyond() on rows some of which are. Reset by begin().
+  bool case_beyond_precision = false;
   double max_budget_used = 0;
   std::optional<Case> failed_case;
   /// The problem of the last call before a failure: a metamorphic

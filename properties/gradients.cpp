@@ -98,7 +98,7 @@ void judge_gradients(CaseContext& ctx, const Case& cs) {
   const OracleResult o = oracle(p);
   if (!o.uncertified.empty()) ctx.discard("oracle uncertified");
   const GradTolerances t = grad_tolerances(p, o, ctx.info().precision);
-  if (t.ill_conditioned_rows > 0) ctx.discard("ill-conditioned (beyond first-order analysis)");
+  if (t.ill_conditioned_rows > 0) ctx.discard(kBeyondPrecision);
   Comparison c;
   compare_kinds(c, kBackwardKinds, p, o, r, t, CompareMode::tolerance);
   if (!o.dsink.empty()) {

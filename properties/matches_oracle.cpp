@@ -25,7 +25,7 @@ void judge_against_oracle(CaseContext& ctx, const Case& c) {
       // format, scores past s_cast's) the case is beyond the declared
       // precision, as the tolerance says.
       if (overflows_declared_formats(p, ctx.judging_precision(p)))
-        ctx.discard("ill-conditioned (beyond first-order analysis)");
+        ctx.discard(kBeyondPrecision);
       const auto idx = unflatten(k, array_shape(ArrayKind::out, p));
       ctx.fail(fmt::format("out[{}] = {} is not finite", fmt::join(idx, ","), r.out[k]));
     }

@@ -178,17 +178,27 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       out.cases = small_cases;
       out.discarded = small_discarded;
       out.max_budget_used = ctx.max_budget_used;
+      out.real_sizes = sizes.counts;
+      const RealSizeCounts& n = sizes.counts;
+      // AsAccurateAsBaseline judges the shapes beyond the declared
+      // precision; every other property discards them (SPEC 3).
+      const bool beyond_judged = prop.name == "AsAccurateAsBaseline";
       if (sizes.failed) {
         report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}},
-                       small_cases + sizes.cases, out, sizes.found);
+                       small_cases + n.shapes - 1, out, sizes.found);
       } else {
-        out.status = PropertyStatus::passed;
+        // A phase that judged no shape, none of them beyond the declared
+        // precision either (which AsAccurateAsBaseline judges), passed
+        // nothing at size: `unsupported` (SPEC 5.2: most cases refused or
+        // discarded; exit code 0 as for a pass), not `passed` on the
+        // strength of the small problems.
+        const bool none_at_size = n.shapes > 0 && n.judged == 0 && n.beyond_precision == 0;
+        out.status = none_at_size ? PropertyStatus::unsupported : PropertyStatus::passed;
         out.message = fmt::format(
-            "{} cases, max budget used {:.3g}; real sizes: {} shapes{}, max budget used {:.3g}{}",
-            small_cases, small_budget, sizes.cases,
-            sizes.discarded ? fmt::format(" ({} discarded)", sizes.discarded) : "",
-            ctx.max_budget_used,
-            small_discarded ? ", discarded: " + discard_summary(ctx) : "");
+            "{} cases, max budget used {:.3g}; real sizes: {}{}{}", small_cases, small_budget,
+            real_size_summary(n, beyond_judged),
+            n.judged > 0 ? fmt::format(", max budget used {:.3g}", ctx.max_budget_used) : "",
+            ctx.discarded ? ", discarded: " + discard_summary(ctx) : "");
       }
     } else {
       out.status = PropertyStatus::passed;

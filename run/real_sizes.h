@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/outcome.h"
 #include "attncheck/properties.h"
 #include "properties/case_context.h"
 
@@ -12,8 +13,8 @@ namespace attncheck {
 /// What the real-size phase found.
 struct SizePhase {
   bool failed = false;
-  int cases = 0;      ///< shapes judged
-  int discarded = 0;  ///< shapes whose case was discarded
+  /// Each shape's verdict (outcome.h), up to and including a failing one.
+  RealSizeCounts counts;
   std::string found;  ///< on failure: the shape it was found at, and the search
 };
 

@@ -25,6 +25,27 @@ struct CounterexampleShape {
   DType dtype;
 };
 
+/// What the real-size phase of a case property (SPEC 3) did with its
+/// shapes, one verdict per shape: judged (passed, or the failing one),
+/// beyond the declared precision (SPEC 4's first-order limit: discarded by
+/// every property but AsAccurateAsBaseline, which judges exactly those and
+/// counts them among judged too), discarded for another reason (the oracle
+/// could not certify a value, a draw found no valid case), or refused by
+/// the implementation (ATTNCHECK_UNSUPPORTED).
+struct RealSizeCounts {
+  int shapes = 0;
+  int judged = 0;
+  int beyond_precision = 0;
+  int discarded = 0;
+  int unsupported = 0;
+};
+
+/// "16 shapes: 10 judged, 4 beyond the declared precision, 1 discarded, 1
+/// unsupported"; zero counts after judged are left out. `beyond_judged`:
+/// the property judges the shapes beyond the declared precision
+/// (AsAccurateAsBaseline), so they are among the judged.
+std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged);
+
 /// What one run found.
 struct PropertyOutcome {
   std::string property;
@@ -38,6 +59,8 @@ struct PropertyOutcome {
   int cases = 0;        ///< cases judged
   int discarded = 0;    ///< cases not judged (unsupported, ill-conditioned)
   double max_budget_used = 0;  ///< largest budget used by a passing case
+  /// The real-size phase's shapes (SPEC 3), when it ran.
+  std::optional<RealSizeCounts> real_sizes;
   std::string message;  ///< one line, or the whole failure report
   std::optional<std::string> fixture;
   /// Why the failure's fixture could not be saved (one line naming the file

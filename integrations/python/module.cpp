@@ -79,6 +79,18 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
   d["cases"] = o.cases;
   d["discarded"] = o.discarded;
   d["max_budget_used"] = o.max_budget_used;
+  if (o.real_sizes) {
+    const RealSizeCounts& n = *o.real_sizes;
+    py::dict sizes;
+    for (auto [k, v] : {std::pair{"shapes", n.shapes}, {"judged", n.judged},
+                        {"beyond_precision", n.beyond_precision}, {"discarded", n.discarded},
+                        {"unsupported", n.unsupported}}) {
+      sizes[k] = v;
+    }
+    d["real_sizes"] = sizes;
+  } else {
+    d["real_sizes"] = py::none();
+  }
   d["message"] = o.message;
   d["fixture"] = o.fixture ? py::object(py::str(*o.fixture)) : py::object(py::none());
   if (o.counterexample) {

@@ -2,6 +2,7 @@
 // Generators of whole problems within an implementation's declared features,
 // dtypes and limits (SPEC section 3), for RapidCheck.
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -15,6 +16,29 @@
 #include "attncheck/properties.h"
 
 namespace attncheck::gen {
+
+/// The value regime of a draw at a real size (SPEC 3: "Values come from
+/// regimes too, not only N(0, 1)"), simplest first (the size search drops
+/// a regime to `plain` before it tries small integers):
+/// - plain: normal-like, a 2^-6 grid or small integers per tensor;
+/// - near_flat: q on a 2^-12 grid within 2^-6, so every score of a row is
+///   within a few hundredths of the others: weights near 1/n, sums of n
+///   terms near 1 that stagnate in a narrow accumulator over long rows;
+/// - far_below: q > 0 and k < 0 elementwise, every score of every row
+///   between about -230 and -100 (an exp without max subtraction, or a
+///   running max that starts at 0, underflows);
+/// - large: near-flat scores and v of one sign per column at the largest
+///   magnitude whose unnormalised sum over tk keys stays within 1/4 of the
+///   declared pv_accum format's range (GenSpec::pv_range) and v's and the
+///   output's formats: an accumulator near its format's range;
+/// - dominant_key: q > 0 elementwise and one key per (batch, K/V head)
+///   whose score is about +96 to +125 over scores near 0 (its weight is 1
+///   within e^-90; a max taken before it is seen overflows exp in f32).
+enum class SizeRegime { plain, near_flat, far_below, large, dominant_key };
+inline constexpr int kSizeRegimes = 5;
+
+/// "near-flat scores", "scores far below 0", ...
+const char* size_regime_name(SizeRegime r);
 
 /// A real-size shape (SPEC 3 "Real sizes"): the dims of a problem and the
 /// structure that matters at size. Values are drawn from one seed, each
@@ -30,6 +54,9 @@ struct SizeShape {
   /// element a small integer in [-3, 3] (exact sums), and q = 0 (every
   /// allowed key the same score: uniform weights).
   bool small_values = false, zero_queries = false;
+  /// The value regime of its draws (ignored under small_values, which the
+  /// search tries after `plain`).
+  SizeRegime regime = SizeRegime::plain;
   /// Which version 2 parts a draw at this shape takes, where the spec
   /// allows them (problem_gen.cpp: SizeParts): the real-size phase numbers
   /// its shapes, so that one run's shapes cover the declared combinations,
@@ -70,6 +97,10 @@ struct GenSpec {
   /// accumulation format (PrecisionTraits::s_cast): q and k stay small
   /// enough that its rounding keeps scores within the first-order analysis.
   std::optional<DType> score_storage;
+  /// The largest finite value of the narrowest format the declaration or
+  /// any of its paths keeps the P.V accumulator in (pv_accum, SPEC 4.1):
+  /// the large regime at size keeps unnormalised sums within it.
+  double pv_range = std::numeric_limits<double>::max();
   /// The version 2 parts (ATTNCHECK_FEATURE_SINK, _PACKED, _PAGED_KV,
   /// _DESCALE) a property takes in its problems, among those declared;
   /// 0 = version 1 problems only (the default: a property opts in where its

@@ -45,6 +45,10 @@ void count(const std::string& what) {
   if (coverage) ++coverage->counts[what];
 }
 
+constexpr const char* kSizeRegimeNames[] = {"plain values", "near-flat scores",
+                                            "scores far below 0", "large values",
+                                            "one dominant key"};
+
 constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "large",
                                         "huge",      "one_hot",   "all_equal", "near_tied",
                                         "fp8_edges"};
@@ -254,6 +258,93 @@ double seeded_value(Regime regime, uint64_t h, int large_exponent) {
   }
 }
 
+// The value regime of a real-size draw (generators.h: SizeRegime) over
+// the plain values already drawn: each element still a function of the
+// seed and its position (the dominant key of a K/V head is a function of
+// the seed and tk), rounded to its tensor's format. q = 0 (zero_queries)
+// stays 0.
+void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo formats,
+                       const GenSpec& spec) {
+  const auto each = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols,
+                        DType format, const auto& value) {
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t c = 0; c < cols; ++c) {
+            const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
+                                    static_cast<uint64_t>(i), static_cast<uint64_t>(c));
+            t.at(b, h, i, c) = round_to(format, value(x, b, h, i, c));
+          }
+  };
+  // 1 + d, d in [-1/8, 1/8] on a 2^-5 grid: exact in every format but
+  // fp8, whose rounding moves it by at most 1/16.
+  const auto near_one = [](uint64_t x) { return 1 + std::ldexp(static_cast<int>(x % 9) - 4, -5); };
+  const double root_dk = std::sqrt(static_cast<double>(s.dk));
+  const bool zero_q = s.zero_queries;
+  const auto flat_q = [&] {  // |q| <= 2^-6 on a 2^-12 grid
+    if (!zero_q)
+      each(p.q, 11, s.heads, s.tq, s.dk, formats.q, [](uint64_t x, auto...) {
+        return std::ldexp(static_cast<int>(x % 129) - 64, -12);
+      });
+  };
+  switch (s.regime) {
+    case SizeRegime::plain: return;
+    case SizeRegime::near_flat: flat_q(); return;
+    case SizeRegime::far_below: {
+      // s = scale q.k = -(a b dk / sqrt(dk)) (1 + d)(1 + d') with a b = 160 /
+      // sqrt(dk): between -160 (7/8)^2 (1 - 1/16)^2 = -108 (fp8 rounding
+      // included) and -160 (9/8)^2 (17/16)^2 = -229.
+      const double a = std::sqrt(160 / root_dk);
+      if (!zero_q)
+        each(p.q, 12, s.heads, s.tq, s.dk, formats.q,
+             [&](uint64_t x, auto...) { return a * near_one(x); });
+      each(p.k, 13, s.kv_heads, s.tk, s.dk, formats.kv,
+           [&](uint64_t x, auto...) { return -a * near_one(x); });
+      return;
+    }
+    case SizeRegime::large: {
+      // tk values of 3 2^e sum below 2^(ilogb(range) - 1): within the
+      // narrowest of the declared pv_accum, v's and the output's formats,
+      // at 1/4 of it.
+      flat_q();
+      const double range = std::min({spec.pv_range, max_finite(formats.kv), max_finite(spec.dtype)});
+      const int e = std::ilogb(range) - 3 - std::ilogb(static_cast<double>(s.tk));
+      // Unnormalised sums over tk keys are in range; v itself at most
+      // 3 2^(ilogb(v's format) - 2).
+      const int e_v = std::min(e, std::ilogb(max_finite(formats.kv)) - 2);
+      each(p.v, 14, s.kv_heads, s.tk, s.dv, formats.kv,
+           [&](uint64_t x, int64_t b, int64_t h, int64_t, int64_t c) {
+             const uint64_t column = hash(seed, 15, static_cast<uint64_t>(b),
+                                          static_cast<uint64_t>(h), static_cast<uint64_t>(c), 0);
+             return (column & 1 ? -1.0 : 1.0) * std::ldexp(static_cast<double>(1 + x % 3), e_v);
+           });
+      return;
+    }
+    case SizeRegime::dominant_key: {
+      // q in [7/8, 9/8] (elementwise > 0), the other keys as drawn
+      // (scores of a few units); the dominant key's elements are 128 /
+      // sqrt(dk) (1 + d), its scores 128 (1 + d)(1 + d') in [98, 162]
+      // ([87, 182] after fp8 rounding), dk of them averaging d to about
+      // 128: above e^88.7, f32's overflow point, over a max of the others.
+      if (!zero_q)
+        each(p.q, 16, s.heads, s.tq, s.dk, formats.q,
+             [&](uint64_t x, auto...) { return near_one(x); });
+      for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t g = 0; g < s.kv_heads; ++g) {
+          const int64_t j = static_cast<int64_t>(
+              hash(seed, 17, static_cast<uint64_t>(b), static_cast<uint64_t>(g), 0, 0) %
+              static_cast<uint64_t>(s.tk));
+          for (int64_t c = 0; c < s.dk; ++c) {
+            const uint64_t x = hash(seed, 18, static_cast<uint64_t>(b), static_cast<uint64_t>(g),
+                                    static_cast<uint64_t>(c), 0);
+            p.k.at(b, g, j, c) = round_to(formats.kv, 128 / root_dk * near_one(x));
+          }
+        }
+      return;
+    }
+  }
+}
+
 // A problem of exactly spec.size's shape (within the features and the
 // require_* of the spec) in the input formats `formats`, its values a
 // function of one drawn seed and each element's position.
@@ -333,6 +424,10 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
   if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false, formats.q);
   fill(p.k, 2, s.kv_heads, s.tk, s.dk, false, formats.kv);
   fill(p.v, 3, s.kv_heads, s.tk, s.dv, true, formats.kv);
+  if (!s.small_values && s.regime != SizeRegime::plain) {
+    apply_size_regime(p, s, seed, formats, spec);
+    count(std::string("size regime ") + size_regime_name(s.regime));
+  }
   if (coverage) {
     ++coverage->problems;
     count("real size");
@@ -915,6 +1010,8 @@ std::vector<EmptyBy> empty_methods(const GenSpec& spec) {
 CoverageScope::CoverageScope(Coverage& c) { coverage = &c; }
 CoverageScope::~CoverageScope() { coverage = nullptr; }
 
+const char* size_regime_name(SizeRegime r) { return kSizeRegimeNames[static_cast<int>(r)]; }
+
 GenSpec spec_for(const ImplInfo& info, DType dtype) {
   GenSpec s;
   s.dtype = dtype;
@@ -936,6 +1033,9 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   for (const DTypeCombo& c : info.combos) {
     if (c.out == dtype) s.combos.push_back(c);
   }
+  s.pv_range = max_finite(pt.pv_format());
+  for (const ImplPath& path : info.paths)
+    s.pv_range = std::min(s.pv_range, max_finite(path.precision.pv_format()));
   return s;
 }
 

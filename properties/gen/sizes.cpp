@@ -57,7 +57,9 @@ std::string SizeShape::describe() const {
                      causal ? (align == Align::bottom_right ? " causal bottom-right" : " causal")
                             : "",
                      key_padding ? " padded" : "", zero_queries ? ", q = 0" : "",
-                     small_values ? ", values small integers" : "");
+                     small_values                   ? ", values small integers"
+                     : regime != SizeRegime::plain ? fmt::format(", {}", size_regime_name(regime))
+                                                    : "");
 }
 
 std::vector<int64_t> length_grid() {

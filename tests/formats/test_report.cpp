@@ -89,6 +89,33 @@ TEST_F(ReportTest, ReportJsonHoldsTheRunAndEveryResult) {
   EXPECT_EQ(f["counterexample"]["dtype"], "f32");
 }
 
+TEST_F(ReportTest, RealSizeCountsArePerResultAndNullWithoutThePhase) {
+  // Issue 31, item 2: every result says what its real-size shapes came
+  // to; null where the phase did not run (small problems only).
+  PropertyOutcome sized = outcome("MatchesOracle", PropertyStatus::passed);
+  sized.real_sizes = RealSizeCounts{16, 10, 4, 1, 1};
+  const json r = report_json({sized, outcome("RowSumsToOne", PropertyStatus::passed)}, 1, "ci");
+  const json& n = r["results"][0]["real_sizes"];
+  EXPECT_EQ(n, json({{"shapes", 16}, {"judged", 10}, {"beyond_precision", 4}, {"discarded", 1},
+                     {"unsupported", 1}}));
+  ASSERT_TRUE(r["results"][1].contains("real_sizes"));
+  EXPECT_TRUE(r["results"][1]["real_sizes"].is_null());
+}
+
+TEST(RealSizeSummary, SaysWhatEveryShapeCameTo) {
+  EXPECT_EQ(real_size_summary({16, 10, 4, 1, 1}, false),
+            "16 shapes: 10 judged, 4 beyond the declared precision, 1 discarded, 1 unsupported");
+  EXPECT_EQ(real_size_summary({13, 13, 0, 0, 0}, false), "13 shapes: 13 judged");
+  EXPECT_EQ(real_size_summary({5, 0, 0, 2, 3}, false),
+            "all 5 shapes discarded (2 discarded, 3 unsupported)");
+  EXPECT_EQ(real_size_summary({5, 0, 5, 0, 0}, false),
+            "all 5 shapes discarded (5 beyond the declared precision; those beyond the "
+            "precision judged by AsAccurateAsBaseline)");
+  // AsAccurateAsBaseline judges the shapes beyond the precision.
+  EXPECT_EQ(real_size_summary({16, 15, 9, 0, 1}, true),
+            "16 shapes: 15 judged (9 beyond the declared precision), 1 unsupported");
+}
+
 TEST_F(ReportTest, DTypeIsSpelledAsTheCombination) {
   PropertyOutcome mixed = outcome("RowSumsToOne", PropertyStatus::skipped);
   mixed.dtype = DType::bf16;

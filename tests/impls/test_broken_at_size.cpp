@@ -350,6 +350,22 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
       pages = std::max(pages, (n + p.paged->page_size - 1) / p.paged->page_size);
     EXPECT_GT(pages, 64) << o.message;
   }
+  // The value regimes (issue 31): the search keeps the regime the failure
+  // needs and says so; a dominant key past the first block of 64.
+  const size_t at = o.message.find("shrunk by search to");
+  const std::string shrunk =
+      at == std::string::npos ? "" : o.message.substr(at, o.message.find('\n', at) - at);
+  if (name == "broken_running_max_from_zero") {
+    EXPECT_NE(shrunk.find(", scores far below 0"), std::string::npos) << o.message;
+    ASSERT_TRUE(o.fixture) << o.message;
+    const Problem p = load_fixture(*o.fixture).problem;
+    for (double x : p.q.data) ASSERT_GT(x, 0) << o.message;
+    for (double x : p.k.data) ASSERT_LT(x, 0) << o.message;
+  }
+  if (name == "broken_max_from_first_block") {
+    EXPECT_NE(shrunk.find(", one dominant key"), std::string::npos) << o.message;
+    EXPECT_GT(c.tk, 64) << o.message;
+  }
   std::filesystem::remove_all(dir);
   if (name == "broken_head_dim_truncated") {  // 129, unless q_129 k_129 = 0 in the drawn values
     EXPECT_GT(c.dk, 128) << o.message;

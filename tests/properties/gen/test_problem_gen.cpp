@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include <algorithm>
+
+#include <fmt/format.h>
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
@@ -52,6 +57,80 @@ TEST(Generator, EveryRegimeAndConstraintKindOccursInAtLeastFivePercent) {
     const auto n = coverage.counts[kind];
     std::cout << kind << ": " << 100.0 * n / coverage.problems << "% of problems\n";
     EXPECT_GE(n, coverage.problems / 20) << kind;
+  }
+}
+
+// Scores sigma q.k of slice (b, h), row i, keys [0, tk).
+std::vector<double> row_scores(const Problem& p, int64_t b, int64_t h, int64_t i) {
+  std::vector<double> s(static_cast<size_t>(p.tk));
+  for (int64_t j = 0; j < p.tk; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < p.dk; ++d) dot += p.q.at(b, h, i, d) * p.k.at(b, p.kv_head(h), j, d);
+    s[static_cast<size_t>(j)] = p.scale * dot;
+  }
+  return s;
+}
+
+TEST(Generator, EachValueRegimeAtSizeHasTheScoresAndValuesItNames) {
+  // SPEC 3's value regimes at real sizes (generators.h: SizeRegime), on
+  // 20 seeds each, every row of every slice, in the formats of f32 and
+  // f16 implementations (fp8 rounding is allowed for in the bounds).
+  for (const char* impl : {"loop_f32", "online_f16"}) {
+    const ImplInfo& info = find_impl(impl)->info();
+    const DType dtype = info.supports(DType::f32) ? DType::f32 : DType::f16;
+    for (int r = 1; r < gen::kSizeRegimes; ++r) {
+      const auto regime = static_cast<gen::SizeRegime>(r);
+      gen::GenSpec spec = gen::spec_for(info, dtype);
+      spec.features = 0;
+      gen::SizeShape shape;
+      shape.batch = 2;
+      shape.heads = 2;
+      shape.kv_heads = 2;
+      shape.tq = 3;
+      shape.tk = 300;
+      shape.dk = 64;
+      shape.dv = 8;
+      shape.regime = regime;
+      spec.size = shape;
+      rc::Random random(7);
+      const auto g = gen::problem(spec);
+      for (int k = 0; k < 20; ++k) {
+        rc::Random rr = random.split();
+        const Problem p = g(rr, 100).value();
+        for (double x : p.q.data) ASSERT_EQ(x, round_to(dtype, x));
+        for (double x : p.v.data) ASSERT_TRUE(std::isfinite(x));
+        for (int64_t b = 0; b < p.batch; ++b)
+          for (int64_t h = 0; h < p.heads; ++h) {
+            for (int64_t i = 0; i < p.tq; ++i) {
+              std::vector<double> s = row_scores(p, b, h, i);
+              std::sort(s.begin(), s.end());
+              const std::string where = fmt::format("{} {} b {} h {} i {}", impl,
+                                                    gen::size_regime_name(regime), b, h, i);
+              if (regime == gen::SizeRegime::near_flat || regime == gen::SizeRegime::large) {
+                EXPECT_LT(s.back() - s.front(), 0.25) << where;
+              }
+              if (regime == gen::SizeRegime::far_below) {
+                EXPECT_LT(s.back(), -100) << where;
+                EXPECT_GT(s.front(), -240) << where;
+              }
+              if (regime == gen::SizeRegime::dominant_key) {  // past f32's exp overflow
+                EXPECT_GT(s.back() - s[s.size() - 2], 88.7) << where;
+              }
+            }
+            if (regime == gen::SizeRegime::large) {
+              // Unnormalised sums over the keys: in range of the narrowest
+              // of pv_accum, v's and the output's formats, within 16x of it.
+              const double range = std::min(spec.pv_range, max_finite(dtype));
+              for (int64_t d = 0; d < p.dv; ++d) {
+                double sum = 0;
+                for (int64_t j = 0; j < p.tk; ++j) sum += std::fabs(p.v.at(b, p.kv_head(h), j, d));
+                EXPECT_LT(sum, range) << impl;
+                EXPECT_GE(sum, range / 16) << impl;
+              }
+            }
+          }
+      }
+    }
   }
 }
 
