@@ -1,10 +1,12 @@
-// A causal kernel over tiles of 64 queries and blocks of 32 keys that takes
-// the last key block a tile visits from the position of the tile's FIRST
-// row instead of its last: rows of the tile whose position lies in a later
-// key block lose the keys of that block up to their own position. Top-left
-// it takes a row 32 or more rows into a tile (tq >= 33); bottom-right any
-// two rows whose positions straddle a 32-key boundary (tk >= 33). Rows of
-// at most 32 keys are one block and come out right.
+// A causal kernel over tiles of 128 queries (two 64-row halves) and blocks
+// of 64 keys, as flash-attention 2 tiles small head dims, that takes the
+// last key block a tile visits from the position of the tile's FIRST row
+// instead of its last: rows of the tile whose position lies in a later key
+// block lose the keys of that block up to their own position. Top-left it
+// takes a row 64 or more rows into a tile (tq >= 65, a second 64-query
+// tile); bottom-right any two rows whose positions straddle a 64-key
+// boundary (tk >= 65). Rows of at most 64 keys are one block and come out
+// right.
 
 #include <algorithm>
 #include <cstdint>
@@ -16,13 +18,13 @@
 namespace attncheck::impls::broken {
 namespace {
 
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyBlock = 32;
+constexpr int64_t kQueryTile = 128;
+constexpr int64_t kKeyBlock = 64;
 
 ImplInfo info() {
   ImplInfo i = broken_info("broken_causal_bound_first_row", "MatchesOracle",
-                           "causal 64-query tiles whose last key block comes from the tile's "
-                           "first row instead of its last");
+                           "causal 128-query tiles whose last 64-key block comes from the "
+                           "tile's first row instead of its last");
   // f32 as the kernels it models (and f64): tiles of several queries over
   // several key blocks fit f32's cost cap at real size.
   i.dtypes = dtype_bit(DType::f32) | dtype_bit(DType::f64);

@@ -23,7 +23,7 @@ inline constexpr std::array<std::string_view, 13> kSizeDependentTwins = {
     "broken_odd_dim_padding_lanes", "broken_decode_ignores_padding",
     "broken_block_table_64_entries",
     // The structure drawn at size (SPEC 3's covering set): a window edge
-    // inside a 64-key block, a causal bound over 64-query tiles, a head-dim
+    // inside a 64-key block, a causal bound over 128-query tiles, a head-dim
     // tail past 64, a softcap on the unmasked tiled path from 64 queries.
     "broken_window_skips_partial_block", "broken_causal_bound_first_row",
     "broken_head_dim_tail_overread", "broken_softcap_pads_tile"};

@@ -264,20 +264,20 @@ TEST(AtSize, CausalBoundFirstRow) {
     p.align = align;
     return p;
   };
-  // Top-left, row 32 of the first 64-query tile needs key 32 (block 1);
-  // the tile's first row stops at block 0. With 32 queries every row is in
-  // block 0; bottom-right over 32 keys there is one block.
+  // Top-left, row 64 of the first 128-query tile needs key 64 (block 1);
+  // the tile's first row stops at block 0. With 64 queries every row is in
+  // block 0; bottom-right over 64 keys there is one block.
   expect_wrong_only_at_size(
       {"broken_causal_bound_first_row",
-       causal(random_problem(DType::f64, 1, 1, 33, 33, 4, 3, 11), Align::top_left),
-       {causal(random_problem(DType::f64, 1, 1, 32, 33, 4, 3, 11), Align::top_left),
-        causal(random_problem(DType::f64, 1, 1, 2, 32, 4, 3, 11), Align::bottom_right),
-        random_problem(DType::f64, 1, 1, 33, 33, 4, 3, 11)}});
-  // Bottom-right, two queries at keys 31 and 32 straddle the block edge.
+       causal(random_problem(DType::f64, 1, 1, 65, 65, 4, 3, 11), Align::top_left),
+       {causal(random_problem(DType::f64, 1, 1, 64, 65, 4, 3, 11), Align::top_left),
+        causal(random_problem(DType::f64, 1, 1, 2, 64, 4, 3, 11), Align::bottom_right),
+        random_problem(DType::f64, 1, 1, 65, 65, 4, 3, 11)}});
+  // Bottom-right, two queries at keys 63 and 64 straddle the block edge.
   expect_wrong_only_at_size(
       {"broken_causal_bound_first_row",
-       causal(random_problem(DType::f64, 1, 1, 2, 33, 4, 3, 11), Align::bottom_right),
-       {causal(random_problem(DType::f64, 1, 1, 1, 33, 4, 3, 11), Align::bottom_right)}});
+       causal(random_problem(DType::f64, 1, 1, 2, 65, 4, 3, 11), Align::bottom_right),
+       {causal(random_problem(DType::f64, 1, 1, 1, 65, 4, 3, 11), Align::bottom_right)}});
 }
 
 TEST(AtSize, HeadDimTailOverread) {
@@ -426,10 +426,10 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
     EXPECT_EQ(c.tk, 65) << o.message;
     EXPECT_EQ(c.tq, 2) << o.message;
   }
-  if (name == "broken_causal_bound_first_row") {  // row 32 of a tile, top-left
-    EXPECT_EQ(c.tk, 33) << o.message;
-    EXPECT_EQ(c.tq, 33) << o.message;
-    EXPECT_NE(o.message.find("tq 33 tk 33 dk 1 dv 1 causal,"), std::string::npos) << o.message;
+  if (name == "broken_causal_bound_first_row") {  // row 64 of a tile, top-left
+    EXPECT_EQ(c.tk, 65) << o.message;
+    EXPECT_EQ(c.tq, 65) << o.message;
+    EXPECT_NE(o.message.find("tq 65 tk 65 dk 1 dv 1 causal,"), std::string::npos) << o.message;
   }
   if (name == "broken_head_dim_tail_overread") {
     EXPECT_EQ(c.dk, 65) << o.message;
