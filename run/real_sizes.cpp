@@ -82,9 +82,10 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   const int64_t cap = gen::size_cost_cap(profile);
   const int64_t weight = gen::reference_weight(ctx.info());
 
-  // The shapes: the fixed list (or this property's share of it, starting
-  // at a place of its own so that the catalog covers the list), then the
-  // random draws; fitted, duplicates dropped.
+  // The shapes: the fixed list and the structural covering set (or this
+  // property's share of the fixed list, starting at a place of its own so
+  // that the catalog covers the list), then the random draws; fitted,
+  // duplicates dropped.
   const Plan plan = plan_for(at_size, profile);
   const std::vector<gen::SizeShape> fixed = gen::fixed_real_shapes(profile);
   std::vector<gen::SizeShape> shapes;
@@ -97,6 +98,7 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   };
   if (plan.fixed_share == 0) {
     for (const auto& s : fixed) add(s);
+    for (const auto& s : gen::structural_real_shapes()) add(s);
   } else {
     const size_t start = fnv1a(property) % fixed.size();
     const size_t step = fixed.size() / plan.fixed_share;

@@ -190,12 +190,17 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t refer
 
 /// The profile's fixed real-size shapes (SPEC 3's CI minimum: tk 63, 64,
 /// 65, 257, 1025, 4097; dk 59, 128, 256, 192 with dv 128; GQA 8/2 and
-/// 12/4; decode with key padding; chunked prefill bottom-right) and the
-/// structural covering set (causal top-left over several 64-query tiles
-/// and bottom-right, windows with edges inside key blocks, an explicit
-/// mask, bias, softcap with a mask and without any, an odd head dim past
-/// 64), unfitted.
+/// 12/4; decode with key padding; chunked prefill bottom-right), unfitted.
+/// The properties that judge a share of the list take it from these.
 std::vector<SizeShape> fixed_real_shapes(Profile profile);
+
+/// The structural covering set of SPEC 3, the same under every profile,
+/// unfitted: causal top-left over several 64-query tiles and bottom-right,
+/// windows with left edges inside key blocks, an explicit mask with key
+/// padding, bias at an odd head dim past 64, softcap with no mask at all
+/// over 64 queries and with causal, a mask and bias. The properties that
+/// judge every fixed shape (MatchesOracle) judge these too.
+std::vector<SizeShape> structural_real_shapes();
 
 /// A random real-size shape (lengths from the grid or arbitrary up to 4096
 /// under ci, 16384 under thorough; real head dims and head configurations;

@@ -212,27 +212,6 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile) {
       shape("GQA 8/2", 2, 8, 2, 32, 130, 64, 64),
       shape("GQA 12/4", 1, 12, 4, 24, 97, 80, 80),
       chunked_prefill(shape("chunked prefill, bottom-right", 1, 2, 2, 64, 1100, 64, 64)),
-      // The structural covering set (SPEC 3): causal over several 64-query
-      // tiles both ways, windows whose left edges fall inside key blocks
-      // (100 and 37 keys back: no multiple of 16), an explicit mask with
-      // key padding, bias at an odd head dim past 64, softcap without any
-      // mask over a whole query tile (small head dims: it fits every
-      // reference's cap) and with causal, a mask and bias.
-      causal(shape("causal top-left, 4 query tiles", 1, 1, 1, 200, 200, 32, 32), Align::top_left),
-      causal(shape("causal bottom-right, 3 query tiles", 1, 1, 1, 130, 300, 16, 16),
-             Align::bottom_right),
-      causal(windowed(shape("sliding window 100, causal", 1, 1, 1, 150, 150, 32, 32), 100, -1,
-                      Align::top_left),
-             Align::top_left),
-      windowed(shape("window 37/19, bottom-right", 1, 1, 1, 96, 260, 32, 32), 37, 19,
-               Align::bottom_right),
-      with_mask(with_key_padding(shape("explicit mask, key padding", 2, 1, 1, 64, 200, 32, 32))),
-      with_bias(shape("bias, dk 111", 1, 1, 1, 96, 150, 111, 111)),
-      with_softcap(shape("softcap, no mask, tq 64", 1, 1, 1, 64, 100, 8, 8), 5),
-      with_bias(with_mask(with_softcap(
-          causal(shape("softcap with causal, mask and bias", 1, 1, 1, 80, 200, 32, 32),
-                 Align::bottom_right),
-          30))),
   };
   if (profile == Profile::thorough) {
     const std::vector<SizeShape> more = {
@@ -261,6 +240,32 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile) {
     v.insert(v.end(), more.begin(), more.end());
   }
   return v;
+}
+
+// The structural covering set (SPEC 3), every profile: causal over several
+// 64-query tiles both ways, windows whose left edges fall inside key blocks
+// (100 and 37 keys back: no multiple of 16), an explicit mask with key
+// padding, bias at an odd head dim past 64, softcap without any mask over a
+// whole query tile (small head dims: it fits every reference's cap) and
+// with causal, a mask and bias.
+std::vector<SizeShape> structural_real_shapes() {
+  return {
+      causal(shape("causal top-left, 4 query tiles", 1, 1, 1, 200, 200, 32, 32), Align::top_left),
+      causal(shape("causal bottom-right, 3 query tiles", 1, 1, 1, 130, 300, 16, 16),
+             Align::bottom_right),
+      causal(windowed(shape("sliding window 100, causal", 1, 1, 1, 150, 150, 32, 32), 100, -1,
+                      Align::top_left),
+             Align::top_left),
+      windowed(shape("window 37/19, bottom-right", 1, 1, 1, 96, 260, 32, 32), 37, 19,
+               Align::bottom_right),
+      with_mask(with_key_padding(shape("explicit mask, key padding", 2, 1, 1, 64, 200, 32, 32))),
+      with_bias(shape("bias, dk 111", 1, 1, 1, 96, 150, 111, 111)),
+      with_softcap(shape("softcap, no mask, tq 64", 1, 1, 1, 64, 100, 8, 8), 5),
+      with_bias(with_mask(with_softcap(
+          causal(shape("softcap with causal, mask and bias", 1, 1, 1, 80, 200, 32, 32),
+                 Align::bottom_right),
+          30))),
+  };
 }
 
 SizeShape random_real_shape(Profile profile, uint64_t seed) {

@@ -171,6 +171,13 @@ TEST(Generator, ShrinksToTheSimplestCounterexample) {
   EXPECT_EQ(std::frexp(nonzero, &e), 0.5) << a << " " << b;
 }
 
+// The shapes MatchesOracle judges under ci before its random draws.
+std::vector<gen::SizeShape> all_fixed_shapes() {
+  std::vector<gen::SizeShape> v = gen::fixed_real_shapes(Profile::ci);
+  for (const auto& s : gen::structural_real_shapes()) v.push_back(s);
+  return v;
+}
+
 // SPEC 3's covering set at real sizes: the fixed list every profile runs,
 // fitted to each correct built-in's features, limits and cost cap (the
 // shapes MatchesOracle judges), holds each declared structure: key
@@ -193,7 +200,7 @@ TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
     const gen::GenSpec spec = gen::spec_for(info, dtype, Profile::ci);
     const int64_t weight = gen::reference_weight(info);
     std::vector<gen::SizeShape> shapes;
-    for (const auto& s : gen::fixed_real_shapes(Profile::ci))
+    for (const auto& s : all_fixed_shapes())
       shapes.push_back(gen::fit_shape(s, spec, gen::size_cost_cap(Profile::ci), weight));
     const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
     const auto any = [&](const auto& pred) { return std::any_of(shapes.begin(), shapes.end(), pred); };
@@ -244,7 +251,7 @@ TEST(RealSizes, DrawsCarryTheShapesStructure) {
   {
     gen::CoverageScope scope(coverage);
     rc::Random random(777);
-    for (const auto& s : gen::fixed_real_shapes(Profile::ci)) {
+    for (const auto& s : all_fixed_shapes()) {
       gen::GenSpec spec = base;
       spec.size = gen::fit_shape(s, base, gen::size_cost_cap(Profile::ci), 1);
       rc::Random r = random.split();
