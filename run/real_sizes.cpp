@@ -5,8 +5,11 @@
 // RapidCheck: RapidCheck's greedy shrinking stops at local minima of the
 // size (a 64-key tile bug fails at 65 and 129 but not at 100), so the
 // search walks the length grid upwards and bisects: the reported length n
-// fails and n - 1 and every grid length below n pass. Then head dims,
-// heads and batch the same way, and last the values (a few simpler kinds).
+// fails and n - 1 and every grid length below n pass. The structure the
+// failure does not need (softcap, bias, mask, window, causal, padding) is
+// dropped first, and a window shrinks to the narrowest that fails, before
+// and after the lengths. Then head dims, heads and batch the same way, and
+// last the values (a few simpler kinds).
 
 #include <algorithm>
 #include <functional>
@@ -42,7 +45,9 @@ bool same(const gen::SizeShape& a, const gen::SizeShape& b) {
   return a.batch == b.batch && a.heads == b.heads && a.kv_heads == b.kv_heads && a.tq == b.tq &&
          a.tk == b.tk && a.dk == b.dk && a.dv == b.dv && a.causal == b.causal &&
          a.align == b.align && a.key_padding == b.key_padding && a.small_values == b.small_values &&
-         a.zero_queries == b.zero_queries && a.sequences == b.sequences && a.regime == b.regime;
+         a.zero_queries == b.zero_queries && a.sequences == b.sequences && a.regime == b.regime &&
+         a.window_left == b.window_left && a.window_right == b.window_right &&
+         a.explicit_mask == b.explicit_mask && a.bias == b.bias && a.softcap == b.softcap;
 }
 
 // The smallest n in [1, start] with fails(n), searched as the header says;
@@ -77,9 +82,10 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   const int64_t cap = gen::size_cost_cap(profile);
   const int64_t weight = gen::reference_weight(ctx.info());
 
-  // The shapes: the fixed list (or this property's share of it, starting
-  // at a place of its own so that the catalog covers the list), then the
-  // random draws; fitted, duplicates dropped.
+  // The shapes: the fixed list and the structural covering set (or this
+  // property's share of the fixed list, starting at a place of its own so
+  // that the catalog covers the list), then the random draws; fitted,
+  // duplicates dropped.
   const Plan plan = plan_for(at_size, profile);
   const std::vector<gen::SizeShape> fixed = gen::fixed_real_shapes(profile);
   std::vector<gen::SizeShape> shapes;
@@ -102,6 +108,7 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
   };
   if (plan.fixed_share == 0) {
     for (const auto& s : fixed) add(s);
+    for (const auto& s : gen::structural_real_shapes()) add(s);
   } else {
     const size_t start = fnv1a(property) % fixed.size();
     const size_t step = fixed.size() / plan.fixed_share;
@@ -194,19 +201,58 @@ SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContex
     const gen::SizeShape found = shapes[k];
     gen::SizeShape cur = found;
     const auto fails = [&](const gen::SizeShape& s) { return run_at(s, case_seed) == Verdict::fail; };
-    const bool bottom_right = cur.causal && cur.align == Align::bottom_right;
+    // The structure the failure does not need, dropped first: softcap,
+    // bias, mask, window, causal, key padding, each kept only if the case
+    // passes without it.
+    const std::vector<std::function<void(gen::SizeShape&)>> drops = {
+        [](gen::SizeShape& s) { s.softcap = 0; },
+        [](gen::SizeShape& s) { s.bias = false; },
+        [](gen::SizeShape& s) { s.explicit_mask = false; },
+        [](gen::SizeShape& s) { s.window_left = s.window_right = -1; },
+        [](gen::SizeShape& s) { s.causal = false; },
+        [](gen::SizeShape& s) { s.key_padding = false; },
+    };
+    for (const auto& drop : drops) {
+      gen::SizeShape s = cur;
+      drop(s);
+      if (!same(s, cur) && fails(s)) cur = s;
+    }
+    // A window towards the smallest that still fails, each bound searched
+    // as a length (bound + 1 on the grid: 0 is a bound); before the
+    // lengths, which a narrow window lets shrink further, and after them.
+    const auto shrink_window = [&] {
+      if (cur.window_left > 0) {
+        cur.window_left = smallest_failing(cur.window_left + 1, gen::length_grid(), [&](int64_t n) {
+          gen::SizeShape s = cur;
+          s.window_left = n - 1;
+          return fails(s);
+        }) - 1;
+      }
+      if (cur.window_right > 0) {
+        cur.window_right = smallest_failing(cur.window_right + 1, gen::length_grid(), [&](int64_t n) {
+          gen::SizeShape s = cur;
+          s.window_right = n - 1;
+          return fails(s);
+        }) - 1;
+      }
+    };
+    shrink_window();
+    // Queries past the keys would leave rows empty (bottom-right causal) or
+    // lose the window (top-left windows, which the draw then unbinds).
+    const bool tq_within_tk = (cur.causal && cur.align == Align::bottom_right) || cur.windowed();
     cur.tk = smallest_failing(cur.tk, gen::length_grid(), [&](int64_t n) {
       gen::SizeShape s = cur;
       s.tk = n;
-      if (bottom_right) s.tq = std::min(s.tq, n);
+      if (tq_within_tk) s.tq = std::min(s.tq, n);
       return fails(s);
     });
-    if (bottom_right) cur.tq = std::min(cur.tq, cur.tk);
+    if (tq_within_tk) cur.tq = std::min(cur.tq, cur.tk);
     cur.tq = smallest_failing(cur.tq, gen::length_grid(), [&](int64_t n) {
       gen::SizeShape s = cur;
       s.tq = n;
       return fails(s);
     });
+    shrink_window();
     const Limits& lim = spec.limits;
     std::vector<int64_t> dims;
     for (int64_t d : gen::head_dim_grid()) {

@@ -50,6 +50,17 @@ struct SizeShape {
   bool causal = false;
   Align align = Align::top_left;
   bool key_padding = false;  ///< a padded tail of keys per batch
+  /// The rest of SPEC 3's covering set at size, each dropped by fit_shape
+  /// where the implementation (or the property) does not declare it, and
+  /// by the size search where the failure does not need it. A window in
+  /// Problem's convention (-1 = unbounded on that side; a window when
+  /// either is >= 0), its edges inside key blocks for most queries; an
+  /// explicit random non-prefix mask (about one key in eight disallowed,
+  /// per batch and head); an additive bias per head; a softcap (0 = none).
+  int64_t window_left = -1, window_right = -1;
+  bool explicit_mask = false;
+  bool bias = false;
+  double softcap = 0;
   /// Simpler values, for the search's last step (real_sizes.cpp): every
   /// element a small integer in [-3, 3] (exact sums), and q = 0 (every
   /// allowed key the same score: uniform weights).
@@ -70,7 +81,10 @@ struct SizeShape {
 
   /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.
   int64_t cost() const { return batch * heads * tq * tk * (dk + dv); }
-  /// "B 1 H 8/2 tq 1 tk 4097 dk 128 dv 128 causal bottom-right padded".
+  /// True when the shape has a window.
+  bool windowed() const { return window_left >= 0 || window_right >= 0; }
+  /// "B 1 H 8/2 tq 1 tk 4097 dk 128 dv 128 causal bottom-right padded",
+  /// then ", window 100/-1", ", mask", ", bias", ", softcap 5" where present.
   std::string describe() const;
 };
 
@@ -183,8 +197,9 @@ GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile);
 /// n - 1 and every grid length below n passing.
 std::vector<int64_t> length_grid();
 
-/// Head dims real kernels specialise: 1..8 and 16, 32, 40, 48, 59, 64,
-/// 72, 80, 96, 111, 112, 128, 160, 192, 256, ascending.
+/// Head dims real kernels specialise and the odd ones just past them
+/// (SPEC 3): 1..8 and 16, 32, 40, 48, 59, 64, 65, 72, 80, 96, 111, 112,
+/// 128, 129, 160, 192, 256, ascending.
 std::vector<int64_t> head_dim_grid();
 
 /// The cost cap of one real-size case under a profile (SPEC 3), in the
@@ -198,7 +213,8 @@ int64_t reference_weight(const ImplInfo& info);
 
 /// The shape fitted to the spec: inside the implementation's limits and
 /// features (dims clamped and rounded to the allowed multiples, GQA,
-/// causal and padding dropped where not declared), then shrunk until
+/// causal, padding, window, mask, bias and softcap dropped where not
+/// declared), then shrunk until
 /// cost() * reference_weight is within `cap`: batch first, then heads, tq,
 /// dv and dk, tk last (never discarded).
 SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t reference_weight);
@@ -206,11 +222,22 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t refer
 /// The profile's fixed real-size shapes (SPEC 3's CI minimum: tk 63, 64,
 /// 65, 257, 1025, 4097; dk 59, 128, 256, 192 with dv 128; GQA 8/2 and
 /// 12/4; decode with key padding; chunked prefill bottom-right), unfitted.
+/// The properties that judge a share of the list take it from these.
 std::vector<SizeShape> fixed_real_shapes(Profile profile);
+
+/// The structural covering set of SPEC 3, the same under every profile,
+/// unfitted: causal top-left over several 64-query tiles and bottom-right,
+/// windows with left edges inside key blocks, an explicit mask with key
+/// padding, bias at an odd head dim past 64, softcap with no mask at all
+/// over 64 queries and with causal, a mask and bias. The properties that
+/// judge every fixed shape (MatchesOracle) judge these too.
+std::vector<SizeShape> structural_real_shapes();
 
 /// A random real-size shape (lengths from the grid or arbitrary up to 4096
 /// under ci, 16384 under thorough; real head dims and head configurations;
-/// batch up to 3; decode and chunked prefill among them), unfitted.
+/// batch up to 3; decode and chunked prefill among them; half of them
+/// with one structure of the covering set: causal either way, a window,
+/// an explicit mask, bias, softcap with or without a mask), unfitted.
 SizeShape random_real_shape(Profile profile, uint64_t seed);
 
 /// A problem with at least one allowed key in every row. Dims shrink

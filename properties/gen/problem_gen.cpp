@@ -345,6 +345,70 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
   }
 }
 
+// The structure of a real-size shape beyond causal and key padding (SPEC
+// 3's covering set: a window, an explicit mask, bias, softcap), each where
+// the spec's features allow it, the mask and the bias a function of the
+// seed and each element's position like the values, so the size search
+// keeps them where they were while it shrinks the shape.
+void add_size_structure(Problem& p, const SizeShape& s, const GenSpec& spec, uint64_t seed) {
+  const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
+  if (s.windowed() && has(ATTNCHECK_FEATURE_WINDOW)) {
+    p.window_left = s.window_left;
+    p.window_right = s.window_right;
+    p.align = s.align;
+    if (p.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
+      p.align = Align::top_left;
+    }
+    if (p.align == Align::top_left && !has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) {
+      p.align = Align::bottom_right;
+    }
+  }
+  if (s.explicit_mask && has(ATTNCHECK_FEATURE_MASK)) {  // about one key in 8 disallowed
+    Broadcast<uint8_t> m;
+    m.batch = p.batch;
+    m.heads = p.heads;
+    m.data.resize(static_cast<size_t>(p.batch * p.heads * p.tq * p.tk));
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          for (int64_t j = 0; j < p.tk; ++j) {
+            const uint64_t x = hash(seed, 10, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
+                                    static_cast<uint64_t>(i), static_cast<uint64_t>(j));
+            m.at(b, h, i, j, p.tq, p.tk) = x % 8 != 0;
+          }
+    p.mask = std::move(m);
+  }
+  if (s.bias && has(ATTNCHECK_FEATURE_BIAS)) {  // per head, multiples of 1/8 in [-2, 2]
+    Broadcast<double> m;
+    m.heads = p.heads;
+    m.data.resize(static_cast<size_t>(p.heads * p.tq * p.tk));
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < p.tk; ++j) {
+          const uint64_t x = hash(seed, 11, 0, static_cast<uint64_t>(h), static_cast<uint64_t>(i),
+                                  static_cast<uint64_t>(j));
+          m.at(0, h, i, j, p.tq, p.tk) =
+              round_to(spec.dtype, std::ldexp(static_cast<int>(x % 33) - 16, -3));
+        }
+    p.bias = std::move(m);
+  }
+  if (s.softcap > 0 && has(ATTNCHECK_FEATURE_SOFTCAP)) p.softcap = s.softcap;
+  if (coverage) {
+    if (p.window_left >= 0 || p.window_right >= 0) count("real size window");
+    if (p.causal) {
+      count(p.align == Align::top_left ? "real size causal_top_left"
+                                       : "real size causal_bottom_right");
+    }
+    if (p.mask) count("real size mask");
+    if (!p.key_valid.empty()) count("real size key_padding");
+    if (p.bias) count("real size bias");
+    if (p.softcap > 0) count(p.mask || !p.key_valid.empty() || p.causal || p.window_left >= 0 ||
+                                     p.window_right >= 0
+                                 ? "real size softcap with a mask"
+                                 : "real size softcap, no mask");
+  }
+}
+
 // A problem of exactly spec.size's shape (within the features and the
 // require_* of the spec) in the input formats `formats`, its values a
 // function of one drawn seed and each element's position.
@@ -428,6 +492,7 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     apply_size_regime(p, s, seed, formats, spec);
     count(std::string("size regime ") + size_regime_name(s.regime));
   }
+  add_size_structure(p, s, spec, seed);
   if (coverage) {
     ++coverage->problems;
     count("real size");

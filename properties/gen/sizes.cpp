@@ -27,6 +27,11 @@ SizeShape shape(std::string label, int64_t batch, int64_t heads, int64_t kv_head
   return s;
 }
 
+SizeShape with_key_padding(SizeShape s) {
+  s.key_padding = true;
+  return s;
+}
+
 SizeShape decode(SizeShape s) {
   s.tq = 1;
   s.key_padding = true;
@@ -36,6 +41,34 @@ SizeShape decode(SizeShape s) {
 SizeShape chunked_prefill(SizeShape s) {
   s.causal = true;
   s.align = Align::bottom_right;
+  return s;
+}
+
+SizeShape causal(SizeShape s, Align align) {
+  s.causal = true;
+  s.align = align;
+  return s;
+}
+
+SizeShape windowed(SizeShape s, int64_t left, int64_t right, Align align) {
+  s.window_left = left;
+  s.window_right = right;
+  s.align = align;
+  return s;
+}
+
+SizeShape with_mask(SizeShape s) {
+  s.explicit_mask = true;
+  return s;
+}
+
+SizeShape with_bias(SizeShape s) {
+  s.bias = true;
+  return s;
+}
+
+SizeShape with_softcap(SizeShape s, double cap) {
+  s.softcap = cap;
   return s;
 }
 
@@ -52,11 +85,18 @@ int64_t allowed_dim(int64_t d, const Limits& lim) {
 }  // namespace
 
 std::string SizeShape::describe() const {
-  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}{}{}{}", batch, heads, kv_heads, tq,
+  const std::string structure = fmt::format(
+      "{}{}{}{}",
+      windowed() ? fmt::format(", window {}/{}{}", window_left, window_right,
+                               !causal && align == Align::bottom_right ? " bottom-right" : "")
+                 : "",
+      explicit_mask ? ", mask" : "", bias ? ", bias" : "",
+      softcap > 0 ? fmt::format(", softcap {}", softcap) : "");
+  return fmt::format("B {} H {}/{} tq {} tk {} dk {} dv {}{}{}{}{}{}{}", batch, heads, kv_heads, tq,
                      tk, dk, dv, sequences > 0 ? fmt::format(", {} sequences", sequences) : "",
                      causal ? (align == Align::bottom_right ? " causal bottom-right" : " causal")
                             : "",
-                     key_padding ? " padded" : "", zero_queries ? ", q = 0" : "",
+                     key_padding ? " padded" : "", structure, zero_queries ? ", q = 0" : "",
                      small_values                   ? ", values small integers"
                      : regime != SizeRegime::plain ? fmt::format(", {}", size_regime_name(regime))
                                                     : "");
@@ -75,7 +115,8 @@ std::vector<int64_t> length_grid() {
 }
 
 std::vector<int64_t> head_dim_grid() {
-  return {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 40, 48, 59, 64, 72, 80, 96, 111, 112, 128, 160, 192, 256};
+  return {1,  2,  3,  4,  5,  6,   7,   8,   16,  32,  40,  48,  59,
+          64, 65, 72, 80, 96, 111, 112, 128, 129, 160, 192, 256};
 }
 
 // CI: 2^22 units per case: decode over 4097 keys with 4 heads of 128 and
@@ -100,12 +141,18 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t weigh
   if (!has(ATTNCHECK_FEATURE_GQA)) s.kv_heads = s.heads;
   if (!has(ATTNCHECK_FEATURE_KEY_VALID)) s.key_padding = false;
   if (s.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) s.causal = false;
-  if (s.causal && s.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
+  if (!has(ATTNCHECK_FEATURE_WINDOW)) s.window_left = s.window_right = -1;
+  if (!has(ATTNCHECK_FEATURE_MASK)) s.explicit_mask = false;
+  if (!has(ATTNCHECK_FEATURE_BIAS)) s.bias = false;
+  if (!has(ATTNCHECK_FEATURE_SOFTCAP)) s.softcap = 0;
+  const bool aligned = s.causal || s.windowed();  // the alignment matters
+  if (aligned && s.align == Align::bottom_right && !has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) {
     s.align = Align::top_left;
   }
-  if (s.causal && s.align == Align::top_left && !has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) {
+  if (aligned && s.align == Align::top_left && !has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT)) {
     s.align = Align::bottom_right;
   }
+  if (!aligned) s.align = Align::top_left;
   if (lim.max_tq > 0) s.tq = std::min(s.tq, lim.max_tq);
   if (lim.max_tk > 0) s.tk = std::min(s.tk, lim.max_tk);
   s.dk = allowed_dim(s.dk, lim);
@@ -118,7 +165,12 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t weigh
       while (s.heads % s.kv_heads) --s.kv_heads;
     }
   }
-  if (s.causal && s.align == Align::bottom_right) s.tq = std::min(s.tq, s.tk);
+  // Bottom-right causal with tq > tk leaves the first queries without
+  // keys, a window the first (bottom-right) or the last (top-left) ones.
+  const auto clamp_tq = [&] {
+    if ((s.causal && s.align == Align::bottom_right) || s.windowed()) s.tq = std::min(s.tq, s.tk);
+  };
+  clamp_tq();
   const auto over = [&] { return s.cost() * weight > cap; };
   // Shrink: batch, tq, heads (keeping the group size), dims, tk last.
   while (over() && s.batch > 1) s.batch = 1;
@@ -142,7 +194,7 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t weigh
   }
   while (over() && s.tk > 1) {
     s.tk = std::max<int64_t>(1, s.tk / 2);
-    if (s.causal && s.align == Align::bottom_right) s.tq = std::min(s.tq, s.tk);
+    clamp_tq();
   }
   return s;
 }
@@ -192,6 +244,32 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile) {
   return v;
 }
 
+// The structural covering set (SPEC 3), every profile: causal over several
+// 64-query tiles both ways, windows whose left edges fall inside key blocks
+// (100 and 37 keys back: no multiple of 16), an explicit mask with key
+// padding, bias at an odd head dim past 64, softcap without any mask over a
+// whole query tile (small head dims: it fits every reference's cap) and
+// with causal, a mask and bias.
+std::vector<SizeShape> structural_real_shapes() {
+  return {
+      causal(shape("causal top-left, 4 query tiles", 1, 1, 1, 200, 200, 32, 32), Align::top_left),
+      causal(shape("causal bottom-right, 3 query tiles", 1, 1, 1, 130, 300, 16, 16),
+             Align::bottom_right),
+      causal(windowed(shape("sliding window 100, causal", 1, 1, 1, 150, 150, 32, 32), 100, -1,
+                      Align::top_left),
+             Align::top_left),
+      windowed(shape("window 37/19, bottom-right", 1, 1, 1, 96, 260, 32, 32), 37, 19,
+               Align::bottom_right),
+      with_mask(with_key_padding(shape("explicit mask, key padding", 2, 1, 1, 64, 200, 32, 32))),
+      with_bias(shape("bias, dk 111", 1, 1, 1, 96, 150, 111, 111)),
+      with_softcap(shape("softcap, no mask, tq 64", 1, 1, 1, 64, 100, 8, 8), 5),
+      with_bias(with_mask(with_softcap(
+          causal(shape("softcap with causal, mask and bias", 1, 1, 1, 80, 200, 32, 32),
+                 Align::bottom_right),
+          30))),
+  };
+}
+
 SizeShape random_real_shape(Profile profile, uint64_t seed) {
   uint64_t state = seed;
   const auto next = [&](uint64_t n) { return static_cast<int64_t>(mix(state++) % n); };
@@ -228,6 +306,38 @@ SizeShape random_real_shape(Profile profile, uint64_t seed) {
       break;
     default:
       s.label = "random";
+  }
+  // Half of the draws take one structure of the covering set (SPEC 3),
+  // drawn after the dims so that those stay what they were.
+  static constexpr std::array<double, 3> kCaps = {1, 5, 30};
+  switch (next(12)) {
+    case 0:
+      if (!s.causal) s = causal(s, next(2) ? Align::top_left : Align::bottom_right);
+      break;
+    case 1: {  // the left edge inside a block of 16, 32 and 64 keys
+      int64_t left = 1 + next(static_cast<uint64_t>(std::min<int64_t>(s.tk, 1024)));
+      if (left % 16 == 0) left += 1 + next(15);
+      const int64_t rights[] = {0, -1, 1 + next(64)};
+      // One query sits at key 0 top-left: bottom-right puts it at the end.
+      s = windowed(s, left, rights[next(3)], s.tq == 1 ? Align::bottom_right : s.align);
+      break;
+    }
+    case 2:
+      s.explicit_mask = true;
+      break;
+    case 3:
+      s.bias = true;
+      break;
+    case 4:  // softcap and no mask at all
+      s.softcap = kCaps[static_cast<size_t>(next(kCaps.size()))];
+      s.causal = s.key_padding = false;
+      break;
+    case 5:
+      s.softcap = kCaps[static_cast<size_t>(next(kCaps.size()))];
+      s.explicit_mask = true;
+      break;
+    default:
+      break;
   }
   return s;
 }

@@ -1,7 +1,9 @@
 #pragma once
 // The broken implementations whose bug lives only at real sizes
 // (SPEC 3 "Real sizes"): a 64-key tile, rows past 256 keys, GQA groups of
-// more than 2 over several K/V heads, head dims past 32 or 128. They pass
+// more than 2 over several K/V heads, head dims past 32, 64 or 128, windows
+// and causal bounds past one key block, a softcap on a path from 64
+// queries. They pass
 // every property on the small problems the generators draw today (proven
 // by test_broken_at_size), so the tests that expect every broken
 // implementation to be caught with a small counterexample (test_catalog's
@@ -15,15 +17,20 @@
 
 namespace attncheck::test_support {
 
-/// The last two need a value regime of the real-size phase as well
-/// (generators.h: SizeRegime): rows whose every score is far below 0, one
-/// dominant key past the first 64.
-inline constexpr std::array<std::string_view, 11> kSizeDependentTwins = {
+inline constexpr std::array<std::string_view, 15> kSizeDependentTwins = {
     "broken_tile64_drops_tail",   "broken_long_row_lossy_sum",    "broken_gqa_big_groups",
     "broken_split_kv_no_rescale", "broken_causal_skip_top_left",  "broken_head_dim_truncated",
     "broken_odd_dim_padding_lanes", "broken_decode_ignores_padding",
-    "broken_block_table_64_entries", "broken_running_max_from_zero",
-    "broken_max_from_first_block"};
+    "broken_block_table_64_entries",
+    // A value regime of the real-size phase as well (generators.h:
+    // SizeRegime): rows whose every score is far below 0, one dominant key
+    // past the first 64.
+    "broken_running_max_from_zero", "broken_max_from_first_block",
+    // The structure drawn at size (SPEC 3's covering set): a window edge
+    // inside a 64-key block, a causal bound over 128-query tiles, a head-dim
+    // tail past 64, a softcap on the unmasked tiled path from 64 queries.
+    "broken_window_skips_partial_block", "broken_causal_bound_first_row",
+    "broken_head_dim_tail_overread", "broken_softcap_pads_tile"};
 
 /// Serving-kernel twins (impls/broken/, on paged_online_f32)
 /// whose bug needs rows past 256 keys or 16-key blocks past the first,

@@ -240,6 +240,72 @@ TEST(AtSize, DecodeIgnoresPadding) {
                               padded(random_problem(DType::f64, 1, 1, 2, 300, 4, 3, 8))}});
 }
 
+TEST(AtSize, WindowSkipsPartialBlock) {
+  const auto window = [](Problem p, int64_t left, int64_t right) {
+    p.align = Align::bottom_right;
+    p.window_left = left;
+    p.window_right = right;
+    return p;
+  };
+  // One query at key 64 (bottom-right over 65 keys), window 1 back: its
+  // left edge, key 63, is the only visible key of block 0, which is
+  // skipped. Over 64 keys the window is one block; 64 back the edge is
+  // block aligned (key 0).
+  expect_wrong_only_at_size({"broken_window_skips_partial_block",
+                             window(random_problem(DType::f64, 1, 1, 1, 65, 4, 3, 10), 1, 0),
+                             {window(random_problem(DType::f64, 1, 1, 1, 64, 4, 3, 10), 1, 0),
+                              window(random_problem(DType::f64, 1, 1, 1, 65, 4, 3, 10), 64, 0),
+                              random_problem(DType::f64, 1, 1, 1, 65, 4, 3, 10)}});
+}
+
+TEST(AtSize, CausalBoundFirstRow) {
+  const auto causal = [](Problem p, Align align) {
+    p.causal = true;
+    p.align = align;
+    return p;
+  };
+  // Top-left, row 64 of the first 128-query tile needs key 64 (block 1);
+  // the tile's first row stops at block 0. With 64 queries every row is in
+  // block 0; bottom-right over 64 keys there is one block.
+  expect_wrong_only_at_size(
+      {"broken_causal_bound_first_row",
+       causal(random_problem(DType::f64, 1, 1, 65, 65, 4, 3, 11), Align::top_left),
+       {causal(random_problem(DType::f64, 1, 1, 64, 65, 4, 3, 11), Align::top_left),
+        causal(random_problem(DType::f64, 1, 1, 2, 64, 4, 3, 11), Align::bottom_right),
+        random_problem(DType::f64, 1, 1, 65, 65, 4, 3, 11)}});
+  // Bottom-right, two queries at keys 63 and 64 straddle the block edge.
+  expect_wrong_only_at_size(
+      {"broken_causal_bound_first_row",
+       causal(random_problem(DType::f64, 1, 1, 2, 65, 4, 3, 11), Align::bottom_right),
+       {causal(random_problem(DType::f64, 1, 1, 1, 65, 4, 3, 11), Align::bottom_right)}});
+}
+
+TEST(AtSize, HeadDimTailOverread) {
+  // dk 65 loads 72 lanes, 7 of them from the next row; 64 and 72 are
+  // multiples of 8, 59 is below the path.
+  expect_wrong_only_at_size({"broken_head_dim_tail_overread",
+                             random_problem(DType::f64, 1, 1, 2, 3, 65, 2, 12),
+                             {random_problem(DType::f64, 1, 1, 2, 3, 64, 2, 12),
+                              random_problem(DType::f64, 1, 1, 2, 3, 72, 2, 12),
+                              random_problem(DType::f64, 1, 1, 2, 3, 59, 2, 12)}});
+}
+
+TEST(AtSize, SoftcapPadsTile) {
+  const auto capped = [](Problem p) {
+    p.softcap = 5;
+    return p;
+  };
+  Problem padded = capped(random_problem(DType::f64, 1, 1, 64, 65, 4, 3, 13));
+  padded.key_valid.assign(65, 1);  // key padding (none padded): the masked path
+  // 64 queries over 65 keys: 63 padded slots. 63 queries take the plain
+  // path, 128 keys fill two tiles, no softcap leaves -inf.
+  expect_wrong_only_at_size({"broken_softcap_pads_tile",
+                             capped(random_problem(DType::f64, 1, 1, 64, 65, 4, 3, 13)),
+                             {capped(random_problem(DType::f64, 1, 1, 63, 65, 4, 3, 13)),
+                              capped(random_problem(DType::f64, 1, 1, 64, 128, 4, 3, 13)),
+                              random_problem(DType::f64, 1, 1, 64, 65, 4, 3, 13), padded}});
+}
+
 // `d`'s keys in a paged cache of pages of `page` slots, the pages in
 // reverse order (one sequence).
 Problem paged(const Problem& d, int64_t page) {
@@ -365,6 +431,32 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   if (name == "broken_max_from_first_block") {
     EXPECT_NE(shrunk.find(", one dominant key"), std::string::npos) << o.message;
     EXPECT_GT(c.tk, 64) << o.message;
+  }
+  // The structural twins: the structure the bug needs is kept, the rest
+  // dropped, and the lengths and window shrunk to where the bug begins.
+  if (name == "broken_window_skips_partial_block") {  // a left edge at key 1, a second block
+    ASSERT_TRUE(o.fixture) << o.message;
+    const Problem p = load_fixture(*o.fixture).problem;
+    EXPECT_EQ(p.window_left, 0) << o.message;
+    EXPECT_FALSE(p.causal) << o.message;
+    EXPECT_EQ(c.tk, 65) << o.message;
+    EXPECT_EQ(c.tq, 2) << o.message;
+  }
+  if (name == "broken_causal_bound_first_row") {  // row 64 of a tile, top-left
+    EXPECT_EQ(c.tk, 65) << o.message;
+    EXPECT_EQ(c.tq, 65) << o.message;
+    EXPECT_NE(o.message.find("tq 65 tk 65 dk 1 dv 1 causal,"), std::string::npos) << o.message;
+  }
+  if (name == "broken_head_dim_tail_overread") {
+    EXPECT_EQ(c.dk, 65) << o.message;
+  }
+  if (name == "broken_softcap_pads_tile") {  // one key and 63 padded slots, 64 queries
+    ASSERT_TRUE(o.fixture) << o.message;
+    const Problem p = load_fixture(*o.fixture).problem;
+    EXPECT_GT(p.softcap, 0) << o.message;
+    EXPECT_TRUE(p.key_valid.empty() && !p.mask && !p.bias) << o.message;
+    EXPECT_EQ(c.tq, 64) << o.message;
+    EXPECT_EQ(c.tk, 1) << o.message;
   }
   std::filesystem::remove_all(dir);
   if (name == "broken_head_dim_truncated") {  // 129, unless q_129 k_129 = 0 in the drawn values

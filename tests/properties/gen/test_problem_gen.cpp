@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <rapidcheck.h>
@@ -245,6 +246,127 @@ TEST(Generator, ShrinksToTheSimplestCounterexample) {
   EXPECT_TRUE(a == 0 || b == 0) << a << " " << b;
   int e = 0;
   EXPECT_EQ(std::frexp(nonzero, &e), 0.5) << a << " " << b;
+}
+
+// The shapes MatchesOracle judges under ci before its random draws.
+std::vector<gen::SizeShape> all_fixed_shapes() {
+  std::vector<gen::SizeShape> v = gen::fixed_real_shapes(Profile::ci);
+  for (const auto& s : gen::structural_real_shapes()) v.push_back(s);
+  return v;
+}
+
+// SPEC 3's covering set at real sizes: the fixed list every profile runs,
+// fitted to each correct built-in's features, limits and cost cap (the
+// shapes MatchesOracle judges), holds each declared structure: key
+// padding, an explicit mask, causal both ways (top-left over several
+// 64-query tiles where the cap allows), a window whose left edge is inside
+// a block of 16, bias, softcap with a mask and without any (over a whole
+// query tile), and no mask at all.
+TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
+  int checked = 0;
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& info = impl->info();
+    if (info.kind == Kind::broken) continue;
+    SCOPED_TRACE(info.name);
+    DType dtype = DType::f64;
+    for (DType d : {DType::f32, DType::f64, DType::bf16, DType::f16})
+      if (info.supports(d)) {
+        dtype = d;
+        break;
+      }
+    const gen::GenSpec spec = gen::spec_for(info, dtype, Profile::ci);
+    const int64_t weight = gen::reference_weight(info);
+    std::vector<gen::SizeShape> shapes;
+    for (const auto& s : all_fixed_shapes())
+      shapes.push_back(gen::fit_shape(s, spec, gen::size_cost_cap(Profile::ci), weight));
+    const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
+    const auto any = [&](const auto& pred) { return std::any_of(shapes.begin(), shapes.end(), pred); };
+    const auto unmasked = [](const gen::SizeShape& s) {
+      return !s.key_padding && !s.explicit_mask && !s.causal && !s.windowed();
+    };
+    const int64_t one_tile = info.limits.max_tq > 0 ? std::min<int64_t>(64, info.limits.max_tq) : 64;
+    EXPECT_TRUE(any(unmasked));
+    if (has(ATTNCHECK_FEATURE_KEY_VALID)) {
+      EXPECT_TRUE(any([](auto& s) { return s.key_padding; }));
+    }
+    if (has(ATTNCHECK_FEATURE_MASK)) {
+      EXPECT_TRUE(any([](auto& s) { return s.explicit_mask; }));
+    }
+    if (has(ATTNCHECK_FEATURE_BIAS)) {
+      EXPECT_TRUE(any([](auto& s) { return s.bias; }));
+    }
+    for (Align a : {Align::top_left, Align::bottom_right}) {
+      const Features bit = a == Align::top_left ? ATTNCHECK_FEATURE_ALIGN_TOP_LEFT
+                                                : ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT;
+      if (!has(ATTNCHECK_FEATURE_CAUSAL) || !has(bit)) continue;
+      EXPECT_TRUE(any([&](auto& s) { return s.causal && s.align == a && s.tq > 1; }))
+          << static_cast<int>(a);
+    }
+    if (has(ATTNCHECK_FEATURE_CAUSAL) && has(ATTNCHECK_FEATURE_ALIGN_TOP_LEFT) && weight == 1 &&
+        info.limits.max_tq == 0) {  // several query tiles, where the cap allows
+      EXPECT_TRUE(any([](auto& s) { return s.causal && s.align == Align::top_left && s.tq > 128; }));
+    }
+    if (has(ATTNCHECK_FEATURE_WINDOW)) {
+      EXPECT_TRUE(any([](auto& s) {
+        return s.window_left > 0 && s.window_left % 16 != 0 && s.tk > 64;
+      }));
+    }
+    if (has(ATTNCHECK_FEATURE_SOFTCAP)) {
+      EXPECT_TRUE(any([&](auto& s) { return s.softcap > 0 && unmasked(s) && s.tq >= one_tile; }));
+      EXPECT_TRUE(any([&](auto& s) { return s.softcap > 0 && !unmasked(s); }));
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
+}
+
+// A draw at each structural shape carries it into the problem, and the
+// random shapes take every structure.
+TEST(RealSizes, DrawsCarryTheShapesStructure) {
+  const gen::GenSpec base = full_spec();
+  gen::Coverage coverage;
+  {
+    gen::CoverageScope scope(coverage);
+    rc::Random random(777);
+    for (const auto& s : all_fixed_shapes()) {
+      gen::GenSpec spec = base;
+      spec.size = gen::fit_shape(s, base, gen::size_cost_cap(Profile::ci), 1);
+      rc::Random r = random.split();
+      const Problem p = gen::problem(spec)(r, 0).value();
+      ASSERT_NO_THROW(p.validate());
+      EXPECT_FALSE(p.has_empty_rows());
+      EXPECT_EQ(p.window_left, spec.size->window_left) << s.label;
+      EXPECT_EQ(p.window_right, spec.size->window_right) << s.label;
+      EXPECT_EQ(p.mask.has_value(), spec.size->explicit_mask) << s.label;
+      EXPECT_EQ(p.bias.has_value(), spec.size->bias) << s.label;
+      EXPECT_EQ(p.softcap, spec.size->softcap) << s.label;
+      if (spec.size->windowed()) {
+        EXPECT_EQ(p.align, spec.size->align) << s.label;
+      }
+    }
+  }
+  for (const char* kind : {"real size window", "real size causal_top_left",
+                           "real size causal_bottom_right", "real size mask",
+                           "real size key_padding", "real size bias",
+                           "real size softcap with a mask", "real size softcap, no mask"}) {
+    EXPECT_GE(coverage.counts[kind], 1) << kind;
+  }
+  std::map<std::string, int> random_kinds;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const gen::SizeShape s = gen::random_real_shape(Profile::ci, seed);
+    if (s.windowed()) {
+      ++random_kinds["window"];
+      EXPECT_NE(s.window_left % 16, 0);
+    }
+    if (s.causal) ++random_kinds[s.align == Align::top_left ? "causal top-left" : "causal bottom-right"];
+    if (s.explicit_mask) ++random_kinds["mask"];
+    if (s.bias) ++random_kinds["bias"];
+    if (s.softcap > 0) ++random_kinds[s.explicit_mask ? "softcap, mask" : "softcap"];
+  }
+  for (const char* kind : {"window", "causal top-left", "causal bottom-right", "mask", "bias",
+                           "softcap, mask", "softcap"}) {
+    EXPECT_GE(random_kinds[kind], 5) << kind;
+  }
 }
 
 }  // namespace
