@@ -249,7 +249,7 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile) {
 // (100 and 37 keys back: no multiple of 16), an explicit mask with key
 // padding, bias at an odd head dim past 64, softcap without any mask over a
 // whole query tile (small head dims: it fits every reference's cap) and
-// with causal, a mask and bias.
+// with causal, a mask and bias, and again at dk 64.
 std::vector<SizeShape> structural_real_shapes() {
   return {
       causal(shape("causal top-left, 4 query tiles", 1, 1, 1, 200, 200, 32, 32), Align::top_left),
@@ -267,6 +267,10 @@ std::vector<SizeShape> structural_real_shapes() {
           causal(shape("softcap with causal, mask and bias", 1, 1, 1, 80, 200, 32, 32),
                  Align::bottom_right),
           30))),
+      // The same over a head dim kernels vectorise (a multiple of every
+      // SIMD width): a tiled path that needs dv in whole vectors (ggml's,
+      // docs/ggml.md F4) takes this one, not dk 8.
+      with_softcap(shape("softcap, no mask, tq 64, dk 64", 1, 1, 1, 64, 100, 64, 64), 5),
   };
 }
 
