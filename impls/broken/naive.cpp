@@ -46,6 +46,20 @@ void normalise(std::span<const uint8_t> ok, double l, std::span<double> a) {
     if (ok[j]) a[j] /= l;
 }
 
+double f32_softmax_from_max(std::span<const double> s, std::span<const uint8_t> ok, float m,
+                            std::span<double> a) {
+  float l = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (!ok[j]) continue;
+    const float p = std::exp(static_cast<float>(s[j]) - m);
+    a[j] = p;
+    l += p;
+  }
+  for (size_t j = 0; j < s.size(); ++j)
+    if (ok[j]) a[j] = static_cast<float>(a[j]) / l;
+  return static_cast<double>(m) + std::log(static_cast<double>(l));
+}
+
 double stable_softmax(std::span<const double> s, std::span<const uint8_t> ok,
                       std::span<double> a) {
   const double m = allowed_max(s, ok);

@@ -63,6 +63,13 @@ double exp_and_sum(std::span<const double> s, std::span<const uint8_t> ok,
 /// a_j /= l at each allowed key.
 void normalise(std::span<const uint8_t> ok, double l, std::span<double> a);
 
+/// The steps after the max in f32, as a float kernel computes them: a_j =
+/// expf(s_j - m) at each allowed key, summed in key order in a float, then
+/// a_j / l in float; returns m + log l. For the twins whose bug is the max
+/// a float kernel starts from.
+double f32_softmax_from_max(std::span<const double> s, std::span<const uint8_t> ok, float m,
+                            std::span<double> a);
+
 /// Masking by a score instead of by leaving keys out: stable_softmax over
 /// every key, a disallowed key j with score fill(s_j).
 double softmax_masked_by_fill(std::span<const double> s,

@@ -28,16 +28,7 @@ double max_from_zero(std::span<const double> s, std::span<const uint8_t> ok, int
   float m = 0;  // the bug: -inf is right
   for (size_t j = 0; j < s.size(); ++j)
     if (ok[j]) m = std::max(m, static_cast<float>(s[j]));
-  float l = 0;
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (!ok[j]) continue;
-    const float p = std::exp(static_cast<float>(s[j]) - m);
-    a[j] = p;
-    l += p;
-  }
-  for (size_t j = 0; j < s.size(); ++j)
-    if (ok[j]) a[j] = static_cast<float>(a[j]) / l;
-  return static_cast<double>(m) + std::log(static_cast<double>(l));
+  return f32_softmax_from_max(s, ok, m, a);
 }
 
 ImplInfo info() {
