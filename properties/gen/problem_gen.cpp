@@ -232,13 +232,32 @@ struct Structure {
 
 // A seed and an element's position folded through mix(): values that do not
 // move when a dim shrinks.
+uint64_t fold(uint64_t x, uint64_t y) {
+  x ^= y + 0x9E3779B97F4A7C15ull + (x << 6) + (x >> 2);
+  return mix(x);
+}
+
 uint64_t hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
-  uint64_t x = seed;
-  for (uint64_t y : {a, b, c, d, e}) {
-    x ^= y + 0x9E3779B97F4A7C15ull + (x << 6) + (x >> 2);
-    x = mix(x);
-  }
-  return x;
+  return fold(fold(fold(fold(fold(seed, a), b), c), d), e);
+}
+
+// t(b, h, i, c) = round_to(format, value(x, b, h, i, c)) over the first
+// `heads` heads, `rows` rows and `cols` columns of every batch entry, x =
+// hash(seed, id, b, h, i, c): the fold of a row's first four kept for its
+// columns (the real-size draws hash millions of elements).
+template <typename F>
+void for_each_element(Tensor& t, uint64_t seed, uint64_t id, int64_t batch, int64_t heads,
+                      int64_t rows, int64_t cols, DType format, const F& value) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i) {
+        const uint64_t row = fold(fold(fold(fold(seed, id), static_cast<uint64_t>(b)),
+                                       static_cast<uint64_t>(h)),
+                                  static_cast<uint64_t>(i));
+        for (int64_t c = 0; c < cols; ++c) {
+          t.at(b, h, i, c) = round_to(format, value(fold(row, static_cast<uint64_t>(c)), b, h, i, c));
+        }
+      }
 }
 
 // Regimes at real sizes: those of real data (small integers, a uniform
@@ -248,12 +267,12 @@ double seeded_value(Regime regime, uint64_t h, int large_exponent) {
   const auto uniform = [](uint64_t x) { return static_cast<int>(x % 129) - 64; };  // [-64, 64]
   switch (regime) {
     case Regime::small_int: return static_cast<int>(h % 7) - 3;
-    case Regime::dyadic: return std::ldexp(uniform(h), -6);
+    case Regime::dyadic: return uniform(h) * 0x1p-6;
     case Regime::large: return std::ldexp(static_cast<int>(h % 7) - 3, large_exponent);
     default: {  // normal: four uniforms
       int s = 0;
       for (int r = 0; r < 4; ++r) s += uniform(h >> (16 * r));
-      return std::ldexp(s, -6);
+      return s * 0x1p-6;
     }
   }
 }
@@ -267,14 +286,7 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
                        const GenSpec& spec) {
   const auto each = [&](Tensor& t, uint64_t id, int64_t heads, int64_t rows, int64_t cols,
                         DType format, const auto& value) {
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < rows; ++i)
-          for (int64_t c = 0; c < cols; ++c) {
-            const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
-                                    static_cast<uint64_t>(i), static_cast<uint64_t>(c));
-            t.at(b, h, i, c) = round_to(format, value(x, b, h, i, c));
-          }
+    for_each_element(t, seed, id, s.batch, heads, rows, cols, format, value);
   };
   // 1 + d, d in [-1/8, 1/8] on a 2^-5 grid: exact in every format but
   // fp8, whose rounding moves it by at most 1/16.
@@ -469,21 +481,13 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     const int large = is_v ? v_large : std::min(qk_large, 3);
     const double top = format_top(format, v_limit);
     const double tiny = format == DType::e4m3 ? 0x1p-9 : 0x1p-16;
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < rows; ++i)
-          for (int64_t c = 0; c < cols; ++c) {
-            const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
-                                    static_cast<uint64_t>(i), static_cast<uint64_t>(c));
-            double e;
-            if (regime == Regime::fp8_edges) {  // the top, the smallest subnormals, small values
-              const double m[] = {top, tiny, 3 * tiny, std::ldexp(static_cast<double>(x >> 8 & 7), -2)};
-              e = (x >> 4 & 1 ? -1 : 1) * m[x % 4];
-            } else {
-              e = seeded_value(regime, x, large);
-            }
-            t.at(b, h, i, c) = round_to(format, e);
-          }
+    for_each_element(t, seed, id, s.batch, heads, rows, cols, format, [&](uint64_t x, auto...) {
+      if (regime == Regime::fp8_edges) {  // the top, the smallest subnormals, small values
+        const double m[] = {top, tiny, 3 * tiny, static_cast<double>(x >> 8 & 7) * 0x1p-2};
+        return (x >> 4 & 1 ? -1 : 1) * m[x % 4];
+      }
+      return seeded_value(regime, x, large);
+    });
   };
   if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false, formats.q);
   fill(p.k, 2, s.kv_heads, s.tk, s.dk, false, formats.kv);
@@ -806,7 +810,10 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
     int64_t table_pad = 0;  // block-table entries past the longest sequence's
   };
   const bool bottom_right_causal = d.causal && d.align == Align::bottom_right;
-  Lengths len = part([=] {
+  // The part captures the dims, not d: RapidCheck copies a part's callable
+  // several times (each shrink keeps one), and a copy of d at real sizes is
+  // tens of megabytes.
+  Lengths len = part([plan, sink, at_size, batch = d.batch, tq = d.tq, tk = d.tk] {
     Lengths l;
     // The page size first: a search that changes the number of sequences
     // keeps it.
@@ -823,7 +830,7 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
     const auto length = [at_size](int64_t lo, int64_t n) {
       return at_size ? real_size_length(lo, n) : *inRange<int64_t>(lo, n + 1);
     };
-    for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t b = 0; b < batch; ++b) {
       // At real sizes the first sequence is the longest (past the split
       // thresholds of the shape) and the others are shorter beside it, as
       // in a serving batch: a kernel that reads max_seqlen_k keys for every
@@ -831,13 +838,13 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
       // cost near the shape's.
       const bool longest = at_size && b == 0;
       const auto n_of = [&](int64_t n) { return at_size ? std::max<int64_t>(1, n / 4) : n; };
-      l.q.push_back(!plan.packed_q ? d.tq : longest ? d.tq : length(0, n_of(d.tq)));
+      l.q.push_back(!plan.packed_q ? tq : longest ? tq : length(0, n_of(tq)));
       // No key at all only with a sink (the row then holds only the sink).
       const int64_t lo = sink ? 0 : 1;
-      l.k.push_back(!(plan.packed_k || plan.paged) ? d.tk : longest ? d.tk : length(lo, n_of(d.tk)));
+      l.k.push_back(!(plan.packed_k || plan.paged) ? tk : longest ? tk : length(lo, n_of(tk)));
     }
     if (plan.paged) {
-      for (int64_t b = 0; b < d.batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
+      for (int64_t b = 0; b < batch; ++b) l.share.push_back(b > 0 && coin() ? 1 : 0);
     }
     return l;
   });
@@ -924,12 +931,21 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
     // Junk everywhere first (slots no sequence reads keep it), then the keys.
     for (auto [t, from, width] : {std::tuple{&p.k, &d.k, p.dk}, std::tuple{&p.v, &d.v, p.dv}}) {
       *t = make_tensor(pg.num_pages, p.kv_heads, pg.page_size, width);
-      const std::vector<double> junk = part([n = t->data.size(), kv_format] {
-        std::vector<double> x(n);
-        for (double& e : x) e = round_to(kv_format, small_int(3));
-        return x;
-      });
-      t->data = junk;
+      if (at_size) {
+        // One drawn seed and a hash per slot (as draw_sized's values): a
+        // draw per element would cost a RapidCheck ingredient each, seconds
+        // for a pool of millions of slots.
+        const uint64_t seed = *rc::gen::resize(100, rc::gen::arbitrary<uint64_t>());
+        for (size_t e = 0; e < t->data.size(); ++e) {
+          t->data[e] = round_to(kv_format, static_cast<double>(hash(seed, 19, e, 0, 0, 0) % 7) - 3);
+        }
+      } else {
+        t->data = part([n = t->data.size(), kv_format] {
+          std::vector<double> x(n);
+          for (double& e : x) e = round_to(kv_format, small_int(3));
+          return x;
+        });
+      }
       for (int64_t b = 0; b < p.batch; ++b) {
         const bool shares = b > 0 && !pages[0].empty() &&
                             !pages[static_cast<size_t>(b)].empty() &&
@@ -944,8 +960,9 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
       }
     }
   } else {
-    p.k = d.contiguous().k;
-    p.v = d.contiguous().v;
+    Problem c = d.contiguous();
+    p.k = std::move(c.k);
+    p.v = std::move(c.v);
   }
   if (!d.dout.empty()) p.dout.clear();
   return p;
