@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "attncheck/dtype.h"
 #include "attncheck/error.h"
@@ -35,6 +36,62 @@ TEST(DType, RoundsToNearestEven) {
   EXPECT_EQ(max_finite(DType::bf16), 0x1.fep127);
   EXPECT_EQ(parse_dtype("bf16"), DType::bf16);
   EXPECT_THROW(parse_dtype("f8"), InputError);
+}
+
+// round_to's bit arithmetic for normal results against the definition:
+// scale to the unit of the last kept bit, round to an integer (ties to
+// even), scale back; then overflow to inf (NaN for e4m3). Random doubles
+// over every format's range, its exact ties (a kept value plus half its
+// unit), the values next to them, and the values next to the smallest
+// normal and the largest finite.
+double round_by_scaling(DType d, double x) {
+  if (d == DType::f64 || !std::isfinite(x) || x == 0.0) return x;
+  const int p = -static_cast<int>(std::log2(unit_roundoff(d)));
+  const int min_exp = std::ilogb(underflow_unit(d, true));  // 2^min_exp
+  int e = 0;
+  std::frexp(x, &e);
+  const int ulp_exp = std::max(e, min_exp) - p;
+  const double r = std::ldexp(std::nearbyint(std::ldexp(x, -ulp_exp)), ulp_exp);
+  if (std::fabs(r) > max_finite(d)) {
+    return d == DType::e4m3 ? std::numeric_limits<double>::quiet_NaN() : std::copysign(INFINITY, x);
+  }
+  return r;
+}
+
+TEST(DType, RoundingOfNormalResultsAgreesWithScaling) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  const auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  int64_t checked = 0;
+  for (DType d : kAllFormats) {
+    if (d == DType::f64) continue;
+    const double unit = unit_roundoff(d) * 2;  // of the last kept bit, at 1
+    const double lo = underflow_unit(d, true) / 2, hi = max_finite(d);
+    std::vector<double> xs = {lo, std::nextafter(lo, 0.0), std::nextafter(lo, 1.0), hi,
+                              std::nextafter(hi, INFINITY), hi * (1 + unit / 2),
+                              std::nextafter(hi * (1 + unit / 2), 0.0)};
+    for (int k = 0; k < 200000; ++k) {
+      // A kept value at a random exponent over the range and a bit past it.
+      const int e = std::ilogb(lo) + static_cast<int>(next() % static_cast<uint64_t>(std::ilogb(hi) - std::ilogb(lo) + 2));
+      const double m = 1 + std::ldexp(static_cast<double>(next() % (uint64_t{1} << 20)), -20);
+      const double kept = std::ldexp(round_by_scaling(d, m), e);
+      const double tie = kept + std::ldexp(unit / 2, e);
+      xs.insert(xs.end(), {std::ldexp(m, e), tie, std::nextafter(tie, 0.0), std::nextafter(tie, INFINITY)});
+    }
+    for (double x : xs)
+      for (double s : {x, -x}) {
+        ASSERT_TRUE(same(round_to(d, s), round_by_scaling(d, s)))
+            << dtype_name(d) << " " << std::hexfloat << s << ": " << round_to(d, s) << " vs "
+            << round_by_scaling(d, s);
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 5000000);
 }
 
 TEST(DType, UnderflowUnitIsHalfTheSmallestSubnormalOrTwiceTheSmallestNormal) {
