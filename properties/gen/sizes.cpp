@@ -202,10 +202,10 @@ SizeShape fit_shape(SizeShape s, const GenSpec& spec, int64_t cap, int64_t weigh
 std::vector<SizeShape> fixed_real_shapes(Profile profile) {
   std::vector<SizeShape> v = {
       shape("tk 63", 2, 2, 2, 63, 63, 64, 64),
-      shape("tk 64", 1, 2, 2, 64, 64, 64, 64),
-      shape("tk 65", 2, 1, 1, 65, 65, 64, 64),
-      shape("tk 257", 1, 2, 2, 33, 257, 64, 64),
-      shape("tk 1025", 1, 1, 1, 16, 1025, 64, 64),
+      shape("tk 64, dk 96", 1, 2, 2, 64, 64, 96, 96),
+      shape("tk 65, dk 40", 2, 1, 1, 65, 65, 40, 40),
+      shape("tk 257, dk 112", 1, 2, 2, 33, 257, 112, 112),
+      shape("tk 1025, dk 160", 1, 1, 1, 12, 1025, 160, 160),
       decode(shape("decode, tk 4097, key padding", 1, 8, 2, 1, 4097, 128, 128)),
       shape("dk 59", 1, 2, 2, 65, 129, 59, 59),
       shape("dk 128", 1, 2, 2, 64, 256, 128, 128),
@@ -249,18 +249,22 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile) {
 // (100 and 37 keys back: no multiple of 16), an explicit mask with key
 // padding, bias at an odd head dim past 64, softcap without any mask over a
 // whole query tile (small head dims: it fits every reference's cap) and
-// with causal, a mask and bias, and again at dk 64.
+// with causal, a mask and bias, and again at dk 64. With the fixed list
+// its head dims cover SPEC 3's in every profile: 32, 40 (tk 65), 64, 72,
+// 80 (GQA 12/4), 96 (tk 64), 112 (tk 257), 128, 160 (tk 1025), 192, 256
+// and the odd 59, 65, 111, 129, each shape under the CI cap (2^22) where
+// fitting leaves its queries and keys as listed.
 std::vector<SizeShape> structural_real_shapes() {
   return {
       causal(shape("causal top-left, 4 query tiles", 1, 1, 1, 200, 200, 32, 32), Align::top_left),
-      causal(shape("causal bottom-right, 3 query tiles", 1, 1, 1, 130, 300, 16, 16),
+      causal(shape("causal bottom-right, 3 query tiles, dk 65", 1, 1, 1, 130, 230, 65, 65),
              Align::bottom_right),
-      causal(windowed(shape("sliding window 100, causal", 1, 1, 1, 150, 150, 32, 32), 100, -1,
+      causal(windowed(shape("sliding window 100, causal, dk 72", 1, 1, 1, 150, 150, 72, 72), 100, -1,
                       Align::top_left),
              Align::top_left),
       windowed(shape("window 37/19, bottom-right", 1, 1, 1, 96, 260, 32, 32), 37, 19,
                Align::bottom_right),
-      with_mask(with_key_padding(shape("explicit mask, key padding", 2, 1, 1, 64, 200, 32, 32))),
+      with_mask(with_key_padding(shape("explicit mask, key padding, dk 129", 2, 1, 1, 32, 200, 129, 129))),
       with_bias(shape("bias, dk 111", 1, 1, 1, 96, 150, 111, 111)),
       with_softcap(shape("softcap, no mask, tq 64", 1, 1, 1, 64, 100, 8, 8), 5),
       with_bias(with_mask(with_softcap(

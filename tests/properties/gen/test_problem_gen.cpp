@@ -261,9 +261,10 @@ std::vector<gen::SizeShape> all_fixed_shapes() {
 // padding, an explicit mask, causal both ways (top-left over several
 // 64-query tiles where the cap allows), a window whose left edge is inside
 // a block of 16, bias, softcap with a mask and without any (over a whole
-// query tile), and no mask at all.
+// query tile), and no mask at all; and, for a built-in that takes any
+// head dim at the plain cap, each of SPEC 3's head dims.
 TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
-  int checked = 0;
+  int checked = 0, head_dims_checked = 0;
   for (const auto& impl : registered_impls()) {
     const ImplInfo& info = impl->info();
     if (info.kind == Kind::broken) continue;
@@ -315,9 +316,22 @@ TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
       EXPECT_TRUE(any([&](auto& s) { return s.softcap > 0 && unmasked(s) && s.tq >= one_tile; }));
       EXPECT_TRUE(any([&](auto& s) { return s.softcap > 0 && !unmasked(s); }));
     }
+    // SPEC 3's head dims, where the implementation takes any head dim and
+    // the cap is the plain one (the certified oracle's weight shrinks dims).
+    if (weight == 1 && info.limits.dk_max == 0 && info.limits.dk_min <= 32 &&
+        info.limits.dk_multiple <= 1) {
+      for (int64_t d : {32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256, 59, 65, 111, 129}) {
+        EXPECT_TRUE(any([&](auto& s) { return s.dk == d; })) << "dk " << d;
+      }
+      if (!info.limits.dv_equals_dk) {
+        EXPECT_TRUE(any([&](auto& s) { return s.dk == 192 && s.dv == 128; }));
+      }
+      ++head_dims_checked;
+    }
     ++checked;
   }
   EXPECT_GT(checked, 10);
+  EXPECT_GT(head_dims_checked, 5);
 }
 
 // A draw at each structural shape carries it into the problem, and the
