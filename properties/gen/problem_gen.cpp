@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
+
 namespace attncheck::gen {
 namespace {
 
@@ -131,13 +133,65 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_
   return x;
 }
 
-Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape, Layout layout) {
+// Values of a K or V tensor in the block format d (SPEC 1.2): n values, n
+// a multiple of 32 (rows of dk or dv, multiples of 32), each 32 one exact
+// block drawn as a scale and integers, so that shrinking goes to smaller
+// integers and the plain scale. Kinds (one per block): plain (a power of two
+// at or below the tensor's limit, integers anywhere in the format's range),
+// a zero scale, the extreme integers (q8_0's -128 and 127, q4_0's -8 and
+// 7), the largest scale the limit allows (f16's largest finite, 65504,
+// where it allows that much, as for v under an f32 output), and a
+// subnormal f16 scale. q4_0 scales take either sign (ggml's d = max / -8 is
+// negative for a positive max); q8_0's too, which ggml does not write but
+// a block holds. `top` is the tensor's largest magnitude (3 2^huge, as
+// values() uses).
+std::vector<double> block_values(int64_t n, DType d, double top) {
+  std::vector<double> x(static_cast<size_t>(n), 0.0);
+  const int lo = block_int_min(d), hi = block_int_max(d);
+  const double bound = -lo;  // the largest integer magnitude, 128 or 8
+  // The largest f16 power of two, and the largest f16 value (11
+  // significant bits, truncated), whose blocks stay within top.
+  const double limit = top / bound;
+  const int e_plain = std::min(15, std::ilogb(limit));
+  const double top_scale = std::min(
+      max_finite(DType::f16),
+      std::ldexp(std::floor(std::ldexp(limit, 10 - std::ilogb(limit))), std::ilogb(limit) - 10));
+  constexpr const char* kKinds[] = {"block plain", "block zero scale", "block extreme integers",
+                                    "block top scale", "block subnormal scale"};
+  for (int64_t start = 0; start < n; start += kBlockValues) {
+    const int64_t kind = pick(5);
+    count(kKinds[kind]);
+    double scale = std::ldexp(1.0, std::max(e_plain - static_cast<int>(pick(8)), -24));
+    if (kind == 1) scale = 0;
+    if (kind == 3) scale = round_to(DType::f16, top_scale);
+    if (kind == 3 && scale == max_finite(DType::f16)) count("block scale f16's largest finite");
+    if (kind == 4) scale = std::ldexp(static_cast<double>(1 + pick(1023)), -24);
+    if (coin()) {
+      scale = -scale;
+      count("block negative scale");
+    }
+    for (int64_t t = 0; t < kBlockValues; ++t) {
+      // Every kind makes the same draws, so that shrinking the kind to
+      // plain keeps the integers in place (and shrinks them from there).
+      const int64_t extreme = pick(3);
+      const int q = std::clamp(small_int(hi), lo, hi);
+      x[static_cast<size_t>(start + t)] =
+          scale * (kind == 2 && extreme == 1 ? lo : kind == 2 && extreme == 2 ? hi : q);
+    }
+  }
+  return x;
+}
+
+// `pad` is the unit of a padded layout's gaps: 1, or 32 for a block
+// format, whose strides stay whole blocks (SPEC 1.2).
+Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape, Layout layout,
+               int64_t pad = 1) {
   const auto [d0, d1, d2, d3] = shape;
   Tensor t;
   if (layout == Layout::bthd) {
     t.strides = {d2 * d1 * d3, d3, d1 * d3, 1};
   } else if (layout == Layout::padded) {
-    const int64_t s2 = d3 + 1, s1 = d2 * s2 + 2, s0 = d1 * s1 + 3;
+    const int64_t s2 = d3 + pad, s1 = d2 * s2 + 2 * pad, s0 = d1 * s1 + 3 * pad;
     t.strides = {s0, s1, s2, 1};
   } else {
     t.strides = contiguous_strides(d0, d1, d2, d3);
@@ -530,6 +584,11 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
     d.dv = lim.dv_equals_dk ? d.dk : *inRange<int64_t>(1, spec.max_d + 1);
     return d;
   });
+  const bool blocks = is_block_format(formats.kv);
+  if (blocks) {  // SPEC 1.2: rows of whole blocks of 32
+    n.dk = kBlockValues * ((n.dk + kBlockValues - 1) / kBlockValues);
+    n.dv = kBlockValues * ((n.dv + kBlockValues - 1) / kBlockValues);
+  }
 
   const Structure st = part([spec, has, tk = n.tk] {
     std::vector<Align> aligns;
@@ -605,12 +664,22 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
   p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, formats.q, qk_huge,
                        fits(formats.q, qk_large)),
                 {n.batch, n.heads, n.tq, n.dk}, layout);
-  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, qk_huge,
-                       fits(formats.kv, qk_large)),
-                {n.batch, n.kv_heads, n.tk, n.dk}, layout);
-  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, v_huge,
-                       fits(formats.kv, 6)),
-                {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  if (blocks) {
+    const auto block_tensor = [&](int64_t size, int huge) {
+      return part([=, d = formats.kv] { return block_values(size, d, 3 * std::ldexp(1.0, huge)); });
+    };
+    p.k = lay_out(block_tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge),
+                  {n.batch, n.kv_heads, n.tk, n.dk}, layout, kBlockValues);
+    p.v = lay_out(block_tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge),
+                  {n.batch, n.kv_heads, n.tk, n.dv}, layout, kBlockValues);
+  } else {
+    p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, qk_huge,
+                         fits(formats.kv, qk_large)),
+                  {n.batch, n.kv_heads, n.tk, n.dk}, layout);
+    p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, v_huge,
+                         fits(formats.kv, 6)),
+                  {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  }
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
   if (coverage) {
@@ -926,7 +995,11 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
       *t = make_tensor(pg.num_pages, p.kv_heads, pg.page_size, width);
       const std::vector<double> junk = part([n = t->data.size(), kv_format] {
         std::vector<double> x(n);
-        for (double& e : x) e = round_to(kv_format, small_int(3));
+        // Small integers: exact in every format, block formats included
+        // (a block of them has scale 1).
+        for (double& e : x) {
+          e = is_block_format(kv_format) ? small_int(3) : round_to(kv_format, small_int(3));
+        }
         return x;
       });
       t->data = junk;
@@ -1114,21 +1187,32 @@ GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile) {
   return s;
 }
 
-Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout) {
+namespace {
+
+// relayout with a padded layout's gaps in units of `pad` (lay_out).
+Tensor relayout_by(const Tensor& t, std::array<int64_t, 4> shape, Layout layout, int64_t pad) {
   std::vector<double> x;
   x.reserve(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
   for (int64_t a = 0; a < shape[0]; ++a)
     for (int64_t b = 0; b < shape[1]; ++b)
       for (int64_t c = 0; c < shape[2]; ++c)
         for (int64_t d = 0; d < shape[3]; ++d) x.push_back(t.at(a, b, c, d));
-  return lay_out(x, shape, layout);
+  return lay_out(x, shape, layout, pad);
+}
+
+}  // namespace
+
+Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout) {
+  return relayout_by(t, shape, layout, 1);
 }
 
 Problem with_layout(const Problem& p, Layout layout) {
   Problem c = p;
+  // Block formats pad by whole blocks (SPEC 1.2).
+  const int64_t pad = is_block_format(p.kv_dtype.value_or(p.dtype)) ? kBlockValues : 1;
   c.q = relayout(p.q, {p.batch, p.heads, p.tq, p.dk}, layout);
-  c.k = relayout(p.k, {p.batch, p.kv_heads, p.tk, p.dk}, layout);
-  c.v = relayout(p.v, {p.batch, p.kv_heads, p.tk, p.dv}, layout);
+  c.k = relayout_by(p.k, {p.batch, p.kv_heads, p.tk, p.dk}, layout, pad);
+  c.v = relayout_by(p.v, {p.batch, p.kv_heads, p.tk, p.dv}, layout, pad);
   return c;
 }
 
