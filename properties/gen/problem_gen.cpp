@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/dtype_blocks.h"
+#include "core/transforms.h"
 
 namespace attncheck::gen {
 namespace {
@@ -61,8 +62,13 @@ constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "
 // E5M2's 57344) where the limit allows.
 double format_top(DType d, int limit_exponent) {
   // 3 2^e is in every format (two significant bits), and so is its largest finite value.
-  return std::min(max_finite(d), 3 * std::ldexp(1.0, limit_exponent));
+  return std::min(format_max_value(d), 3 * std::ldexp(1.0, limit_exponent));
 }
+
+// x in `format` at a real size: rounded to an element format; a block
+// format's values are rounded with their block once the tensor is filled
+// (draw_sized's round_kv_to_blocks).
+double stored(DType format, double x) { return is_block_format(format) ? x : round_to(format, x); }
 
 // Values of one tensor from one regime. `huge_exponent` is the tensor's own
 // safe limit: for q and k the largest power of two that keeps scores within
@@ -327,7 +333,7 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
           for (int64_t c = 0; c < cols; ++c) {
             const uint64_t x = hash(seed, id, static_cast<uint64_t>(b), static_cast<uint64_t>(h),
                                     static_cast<uint64_t>(i), static_cast<uint64_t>(c));
-            t.at(b, h, i, c) = round_to(format, value(x, b, h, i, c));
+            t.at(b, h, i, c) = stored(format, value(x, b, h, i, c));
           }
   };
   // 1 + d, d in [-1/8, 1/8] on a 2^-5 grid: exact in every format but
@@ -361,11 +367,12 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
       // narrowest of the declared pv_accum, v's and the output's formats,
       // at 1/4 of it.
       flat_q();
-      const double range = std::min({spec.pv_range, max_finite(formats.kv), max_finite(spec.dtype)});
+      const double range =
+          std::min({spec.pv_range, format_max_value(formats.kv), max_finite(spec.dtype)});
       const int e = std::ilogb(range) - 3 - std::ilogb(static_cast<double>(s.tk));
       // Unnormalised sums over tk keys are in range; v itself at most
       // 3 2^(ilogb(v's format) - 2).
-      const int e_v = std::min(e, std::ilogb(max_finite(formats.kv)) - 2);
+      const int e_v = std::min(e, std::ilogb(format_max_value(formats.kv)) - 2);
       each(p.v, 14, s.kv_heads, s.tk, s.dv, formats.kv,
            [&](uint64_t x, int64_t b, int64_t h, int64_t, int64_t c) {
              const uint64_t column = hash(seed, 15, static_cast<uint64_t>(b),
@@ -391,7 +398,7 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
           for (int64_t c = 0; c < s.dk; ++c) {
             const uint64_t x = hash(seed, 18, static_cast<uint64_t>(b), static_cast<uint64_t>(g),
                                     static_cast<uint64_t>(c), 0);
-            p.k.at(b, g, j, c) = round_to(formats.kv, 128 / root_dk * near_one(x));
+            p.k.at(b, g, j, c) = stored(formats.kv, 128 / root_dk * near_one(x));
           }
         }
       return;
@@ -476,6 +483,10 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     while (s.heads % s.kv_heads) --s.kv_heads;
   }
   if (spec.require_causal) s.causal = true;
+  if (is_block_format(formats.kv)) {  // SPEC 1.2: rows of whole blocks of 32
+    s.dk = kBlockValues * ((s.dk + kBlockValues - 1) / kBlockValues);
+    s.dv = kBlockValues * ((s.dv + kBlockValues - 1) / kBlockValues);
+  }
   Problem p = Problem::zeros(spec.dtype, s.batch, s.heads, s.kv_heads, s.tq, s.tk, s.dk, s.dv);
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
@@ -536,7 +547,7 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
             } else {
               e = seeded_value(regime, x, large);
             }
-            t.at(b, h, i, c) = round_to(format, e);
+            t.at(b, h, i, c) = stored(format, e);
           }
   };
   if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false, formats.q);
@@ -546,6 +557,9 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     apply_size_regime(p, s, seed, formats, spec);
     count(std::string("size regime ") + size_regime_name(s.regime));
   }
+  // Block K/V: the drawn values rounded per block as ggml's quantizer
+  // would; the regimes' values keep their sizes within a block's step.
+  round_kv_to_blocks(p);
   add_size_structure(p, s, spec, seed);
   if (coverage) {
     ++coverage->problems;
