@@ -18,9 +18,12 @@ DTypeCombo parse_dtype_combo(std::string_view text) {
       if (dtype_name(d) == text) return {d, d, d};
     }
     const bool fp8 = text == "e4m3" || text == "e5m2";
+    const bool block = text == "q8_0" || text == "q4_0";
     throw InputError(fmt::format(
         "unknown dtype {} (expected f64, f32, bf16, f16 or q=F,kv=F,out=F{})", quoted,
-        fp8 ? ": an fp8 format is an input format only, as q or kv" : ""));
+        fp8     ? ": an fp8 format is an input format only, as q or kv"
+        : block ? ": a block format stores K/V only, as in q=f32,kv=q8_0,out=f32"
+                : ""));
   }
   const auto fail = [&](const std::string& why) -> DTypeCombo {
     throw InputError(
@@ -42,12 +45,23 @@ DTypeCombo parse_dtype_combo(std::string_view text) {
     if (k == 3) return fail(fmt::format("unknown part '{}' (expected q, kv and out)", key));
     if (seen[k]) return fail(fmt::format("part '{}' appears twice", key));
     seen[k] = true;
-    try {
-      parts[k] = parse_format(value);
-    } catch (const InputError&) {
+    bool known = false;
+    for (DType d : kAllFormats) {
+      if (dtype_name(d) == value) parts[k] = d, known = true;
+    }
+    for (DType d : kBlockFormats) {
+      if (dtype_name(d) != value) continue;
+      // SPEC 1.2: the block formats store K/V only.
+      if (kKeys[k] != "kv") {
+        return fail(fmt::format("{} is {}, a block format for K/V only (kv=q8_0 or kv=q4_0)",
+                                key, value));
+      }
+      parts[k] = d, known = true;
+    }
+    if (!known) {
       return fail(fmt::format("unknown format '{}' for {} (expected f64, f32, bf16, f16, "
-                              "e4m3 or e5m2)",
-                              value, key));
+                              "e4m3 or e5m2{})",
+                              value, key, kKeys[k] == "kv" ? ", q8_0 or q4_0" : ""));
     }
     if (comma == std::string_view::npos) break;
     start = comma + 1;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "attncheck/error.h"
 
@@ -30,6 +31,12 @@ Format format(DType d) {
     // Smallest normals 2^-6 and 2^-14, smallest subnormals 2^-9 and 2^-16.
     case DType::e4m3: return {4, -5, 448.0, 0x1p-6};
     case DType::e5m2: return {3, -13, 57344.0, 0x1p-14};
+    // A block format's element has no rounding of its own (it depends on
+    // the block's scale): callers go through attncheck/dtype_blocks.h.
+    case DType::q8_0:
+    case DType::q4_0:
+      throw std::invalid_argument(std::string(dtype_name(d)) +
+                                  " is a block format: its elements round per block of 32");
   }
   throw std::invalid_argument("unknown dtype");
 }
@@ -44,6 +51,8 @@ std::string_view dtype_name(DType d) {
     case DType::f16: return "f16";
     case DType::e4m3: return "e4m3";
     case DType::e5m2: return "e5m2";
+    case DType::q8_0: return "q8_0";
+    case DType::q4_0: return "q4_0";
   }
   return "unknown";
 }
@@ -61,8 +70,25 @@ DType parse_format(std::string_view name) {
   for (DType d : kAllFormats) {
     if (dtype_name(d) == name) return d;
   }
+  for (DType d : kBlockFormats) {
+    if (dtype_name(d) == name) {
+      throw InputError("format '" + std::string(name) +
+                       "' is a block format, for K/V only (kv_dtype; SPEC 1.2)");
+    }
+  }
   throw InputError("unknown format '" + std::string(name) +
                    "' (expected f64, f32, bf16, f16, e4m3 or e5m2)");
+}
+
+DType parse_kv_format(std::string_view name) {
+  for (DType d : kBlockFormats) {
+    if (dtype_name(d) == name) return d;
+  }
+  for (DType d : kAllFormats) {
+    if (dtype_name(d) == name) return d;
+  }
+  throw InputError("unknown K/V format '" + std::string(name) +
+                   "' (expected f64, f32, bf16, f16, e4m3, e5m2, q8_0 or q4_0)");
 }
 
 double unit_roundoff(DType d) { return std::ldexp(1.0, -format(d).precision); }
@@ -86,8 +112,9 @@ double underflow_unit(DType d, bool flush_to_zero) {
 double max_finite(DType d) { return format(d).max; }
 
 double round_to(DType d, double x) {
-  if (d == DType::f64 || !std::isfinite(x) || x == 0.0) return x;
+  if (d == DType::f64) return x;
   const Format f = format(d);
+  if (!std::isfinite(x) || x == 0.0) return x;
   double r;
   if (std::fabs(x) >= f.min_normal) {
     // A normal result keeps `precision` of the double's 53 significand
@@ -116,6 +143,7 @@ double round_to(DType d, double x) {
 }
 
 bool representable(DType d, double x) {
+  if (is_block_format(d)) format(d);  // throws: representable per block only
   if (std::isinf(x) && d == DType::e4m3) return false;
   return std::isnan(x) || round_to(d, x) == x;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,8 +15,12 @@ namespace attncheck {
 namespace {
 
 // The unit roundoff of Q's rounding in a call with K/V in kv (0: none).
+// Q8_0 rounds an element to a step of its block's largest / 127, so an
+// element far below its block's largest may round to 0: a relative error
+// up to 1, looser than every float format.
 double q_cast_u(const PrecisionTraits& t, DType kv) {
   const std::optional<DType> f = t.q_cast_format(kv);
+  if (f && is_block_format(*f)) return 1.0;
   return f ? unit_roundoff(*f) : 0.0;
 }
 
@@ -85,7 +90,9 @@ std::string tighter_component(const PrecisionTraits& loose, const PrecisionTrait
       return fmt::format("{} {} is tighter than {}", s.name, dtype_name(s.get(loose)),
                          dtype_name(s.get(tight)));
   }
-  for (DType kv : kAllFormats) {
+  std::vector<DType> kvs(kAllFormats.begin(), kAllFormats.end());
+  kvs.insert(kvs.end(), kBlockFormats.begin(), kBlockFormats.end());
+  for (DType kv : kvs) {
     if (q_cast_u(loose, kv) < q_cast_u(tight, kv)) {
       const auto name = [kv](const PrecisionTraits& t) {
         const std::optional<DType> f = t.q_cast_format(kv);

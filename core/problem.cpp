@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
 #include "attncheck/error.h"
 
 namespace attncheck {
@@ -194,6 +196,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw InputError(message);
 }
 
+void check_values(const Tensor& t, const char* name, std::array<int64_t, 4> shape,
+                  DType dtype);
+
 void check_tensor(const Tensor& t, const char* name,
                   std::array<int64_t, 4> shape, DType dtype) {
   int64_t last = 0;
@@ -206,6 +211,49 @@ void check_tensor(const Tensor& t, const char* name,
           fmt::format("{}: {} elements do not cover shape [{}, {}, {}, {}]",
                       name, t.data.size(), shape[0], shape[1], shape[2],
                       shape[3]));
+  check_values(t, name, shape, dtype);
+}
+
+// K or V in a block format (SPEC 1.2): each row along the head dimension
+// is whole blocks of 32, so the strides count elements in multiples of 32
+// except the innermost, and every block is exactly one block of the format
+// (its values an f16 scale times the format's integers).
+void check_block_tensor(const Tensor& t, const char* name, std::array<int64_t, 4> shape,
+                        DType dtype) {
+  const std::string_view format = dtype_name(dtype);
+  require(shape[3] % kBlockValues == 0,
+          fmt::format("{}: head dimension {} is not a multiple of {} ({} stores blocks of {})",
+                      name, shape[3], kBlockValues, format, kBlockValues));
+  require(t.strides[3] == 1,
+          fmt::format("{}: innermost stride {} must be 1 in {} (a block is 32 consecutive "
+                      "values)",
+                      name, t.strides[3], format));
+  for (int k = 0; k < 3; ++k) {
+    require(t.strides[k] % kBlockValues == 0,
+            fmt::format("{}: stride {} is {}, not a multiple of {} as {} blocks need", name, k,
+                        t.strides[k], kBlockValues, format));
+  }
+  std::array<double, kBlockValues> block{};
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t r = 0; r < shape[2]; ++r)
+        for (int64_t first = 0; first < shape[3]; first += kBlockValues) {
+          for (int64_t e = 0; e < kBlockValues; ++e) block[e] = t.at(a, b, r, first + e);
+          require(is_exact_block(dtype, block),
+                  fmt::format("{}[{}][{}][{}][{}..{}]: not one {} block (an f16 scale times "
+                              "integers in [{}, {}])",
+                              name, a, b, r, first, first + kBlockValues - 1, format,
+                              block_int_min(dtype), block_int_max(dtype)));
+        }
+}
+
+// A tensor's element values in its format: one by one, or block by block.
+void check_values(const Tensor& t, const char* name, std::array<int64_t, 4> shape,
+                  DType dtype) {
+  if (is_block_format(dtype)) {
+    check_block_tensor(t, name, shape, dtype);
+    return;
+  }
   for (double x : t.data) {
     require(representable(dtype, x),
             fmt::format("{}: value {} is not representable in {}", name, x,
@@ -221,9 +269,13 @@ void Problem::validate() const {
           "dims: batch, heads, kv_heads, tq, tk, dk and dv must be >= 1");
   require(heads % kv_heads == 0,
           fmt::format("kv_heads: {} does not divide heads = {}", kv_heads, heads));
-  require(dtype != DType::e4m3 && dtype != DType::e5m2,
+  require(is_output_format(dtype),
           fmt::format("dtype: {} is an input format only (outputs are f64, f32, bf16 or f16)",
                       dtype_name(dtype)));
+  require(!q_dtype || !is_block_format(*q_dtype),
+          fmt::format("q_dtype: {} is a K/V format only (SPEC 1.2; q is f64, f32, bf16, f16, "
+                      "e4m3 or e5m2)",
+                      q_dtype ? dtype_name(*q_dtype) : ""));
   validate_sequences();
   check_tensor(q, "q", {packed_q() ? 1 : batch, heads, packed_q() ? total_q() : tq, dk},
                q_dtype.value_or(dtype));
@@ -274,6 +326,9 @@ void Problem::validate() const {
             packed_q() ? "dout: size must be total_q * heads * dv"
                        : "dout: size must be batch * heads * tq * dv");
     require(!paged, "dout: paged K/V has no backward (SPEC 1.1)");
+    require(!is_block_format(kv_dtype.value_or(dtype)),
+            fmt::format("dout: K/V in {} has no backward (SPEC 1.2)",
+                        dtype_name(kv_dtype.value_or(dtype))));
   }
   if (!sink.empty()) {
     require(static_cast<int64_t>(sink.size()) == heads,

@@ -1,7 +1,11 @@
 #include "core/transforms.h"
 
+#include <cmath>
+#include <span>
 #include <unordered_set>
 #include <vector>
+
+#include "attncheck/dtype_blocks.h"
 
 namespace attncheck {
 
@@ -39,6 +43,67 @@ void for_each_read_key(const Problem& p,
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t j = 0; j < p.seq_tk(b); ++j)
         if (!p.paged || seen.insert(p.kv_offset(p.k, b, g, j, 0)).second) fn(b, g, j);
+}
+
+bool kv_in_blocks(const Problem& p) { return is_block_format(p.kv_dtype.value_or(p.dtype)); }
+
+namespace {
+
+// Calls fn(tensor, row values, offsets) for key row j of K/V head g of
+// sequence b, in K and in V.
+template <typename Problem_, typename Fn>
+void each_key_row(Problem_& p, int64_t b, int64_t g, int64_t j, Fn fn) {
+  for (auto* t : {&p.k, &p.v}) {
+    const int64_t width = t == &p.k ? p.dk : p.dv;
+    std::vector<size_t> offsets(static_cast<size_t>(width));
+    std::vector<double> row(static_cast<size_t>(width));
+    for (int64_t d = 0; d < width; ++d) {
+      offsets[static_cast<size_t>(d)] = p.kv_offset(*t, b, g, j, d);
+      row[static_cast<size_t>(d)] = t->data[offsets[static_cast<size_t>(d)]];
+    }
+    fn(*t, row, offsets);
+  }
+}
+
+}  // namespace
+
+bool round_key_to_blocks(Problem& p, int64_t b, int64_t g, int64_t j) {
+  if (!kv_in_blocks(p)) return true;
+  const DType d = p.kv_dtype.value_or(p.dtype);
+  bool finite = true;
+  each_key_row(p, b, g, j, [&](Tensor& t, std::vector<double>& row,
+                               const std::vector<size_t>& offsets) {
+    round_row_to_blocks(d, row);
+    for (size_t k = 0; k < row.size(); ++k) {
+      finite = finite && std::isfinite(row[k]);
+      t.data[offsets[k]] = row[k];
+    }
+  });
+  return finite;
+}
+
+bool round_kv_to_blocks(Problem& p) {
+  bool finite = true;
+  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
+    finite = round_key_to_blocks(p, b, g, j) && finite;
+  });
+  return finite;
+}
+
+bool kv_blocks_exact(const Problem& p) {
+  if (!kv_in_blocks(p)) return true;
+  const DType d = p.kv_dtype.value_or(p.dtype);
+  bool exact = true;
+  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
+    if (!exact) return;
+    each_key_row(p, b, g, j, [&](const Tensor&, const std::vector<double>& row,
+                                 const std::vector<size_t>&) {
+      for (size_t start = 0; exact && start < row.size(); start += kBlockValues)
+        exact = row.size() - start >= static_cast<size_t>(kBlockValues) &&
+                is_exact_block(d, std::span<const double>(row).subspan(start, kBlockValues));
+    });
+  });
+  return exact;
 }
 
 Problem slice_problem(const Problem& p, const SliceChoice& choice) {

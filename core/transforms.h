@@ -35,6 +35,26 @@ Problem with_identity_values(const Problem& p);
 void for_each_read_key(const Problem& p,
                        const std::function<void(int64_t b, int64_t g, int64_t j)>& fn);
 
+/// Whether K and V are stored in a block format (q8_0, q4_0; SPEC 1.2).
+bool kv_in_blocks(const Problem& p);
+
+/// For K/V in a block format: key row j of K/V head g of sequence b, in K
+/// and in V, rounded block by block as ggml's reference quantizer would
+/// (round_row_to_blocks), so that a row a rewrite changed element by
+/// element is exact in the format again. Nothing for an element format.
+/// Returns false when a rounded value is not finite (a block scale past
+/// f16's range): the rewrite left the format's range.
+bool round_key_to_blocks(Problem& p, int64_t b, int64_t g, int64_t j);
+
+/// round_key_to_blocks for every stored key row some sequence reads
+/// (for_each_read_key). Returns false when a rounded value is not finite.
+bool round_kv_to_blocks(Problem& p);
+
+/// Whether every K/V row some sequence reads is exact blocks of the block
+/// format (true for an element format, whose values are checked one by one
+/// elsewhere): whether a rewrite kept the problem in its format.
+bool kv_blocks_exact(const Problem& p);
+
 /// What slice_problem keeps: one batch entry, or all (nullopt); one K/V
 /// head with its group of query heads, one query head with its K/V head,
 /// or all.

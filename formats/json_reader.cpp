@@ -146,7 +146,9 @@ std::vector<double> Reader::numbers(std::string_view name, const json& v, int64_
     if (finite && !std::isfinite(x)) {
       field_error(name, fmt::format("element {}: value {} is not finite", idx, x));
     }
-    if (!representable(dtype, x)) {
+    // Block formats' values are checked a block at a time, by
+    // Problem::validate (one value alone has no format there).
+    if (!is_block_format(dtype) && !representable(dtype, x)) {
       field_error(name, fmt::format("element {}: value {} is not representable in {}", idx, x,
                                     dtype_name(dtype)));
     }

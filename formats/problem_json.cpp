@@ -214,6 +214,12 @@ void read_formats(Reader& r, Problem& p) {
     p.dtype = parse_dtype(name);
   } catch (const std::exception&) {
     const bool fp8 = name == "e4m3" || name == "e5m2";
+    const bool block = name == "q8_0" || name == "q4_0";
+    if (block) {
+      r.field_error("dtype", fmt::format("{} is a block format for K/V only (dtype is the "
+                                         "output's: f64, f32, bf16 or f16; K/V take kv_dtype)",
+                                         name));
+    }
     r.field_error("dtype",
                   fp8 ? fmt::format("{} is an input format only (dtype is the output's: "
                                     "f64, f32, bf16 or f16; inputs take q_dtype and kv_dtype)",
@@ -226,12 +232,16 @@ void read_formats(Reader& r, Problem& p) {
     const json* v = r.optional(field);
     if (v == nullptr) return std::nullopt;
     const std::string format = r.string(field, *v);
+    const bool kv = field == "kv_dtype";
     try {
-      return parse_format(format);
+      return kv ? parse_kv_format(format) : parse_format(format);
     } catch (const std::exception&) {
+      if (format == "q8_0" || format == "q4_0") {
+        r.field_error(field, fmt::format("{} is a block format for K/V only (kv_dtype)", format));
+      }
       r.field_error(field, fmt::format("unknown format \"{}\" (expected f64, f32, bf16, "
-                                       "f16, e4m3 or e5m2)",
-                                       format));
+                                       "f16, e4m3 or e5m2{})",
+                                       format, kv ? ", q8_0 or q4_0" : ""));
     }
   };
   p.q_dtype = input_format("q_dtype");

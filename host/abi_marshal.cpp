@@ -12,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "attncheck/dtype_blocks.h"
 #include "core/text.h"
 #include "host/descriptor_validation.h"
 
@@ -247,12 +248,16 @@ MarshalledProblem<Version>::MarshalledProblem(const Problem& p) {
     return inputs.emplace_back(name, data, bytes, element).data();
   };
   const DTypeCombo formats = combo_of(p);
+  const bool blocks = is_block_format(formats.kv);
   const std::vector<unsigned char> q = encode(formats.q, p.q.data),
-                                   k = encode(formats.kv, p.k.data),
-                                   v = encode(formats.kv, p.v.data);
+                                   k = blocks ? encode_blocks(formats.kv, p.k.data)
+                                              : encode(formats.kv, p.k.data),
+                                   v = blocks ? encode_blocks(formats.kv, p.v.data)
+                                              : encode(formats.kv, p.v.data);
+  const size_t kv_unit = blocks ? block_bytes(formats.kv) : element_size(formats.kv);
   c.q = add("q", q.data(), q.size(), element_size(formats.q));
-  c.k = add("k", k.data(), k.size(), element_size(formats.kv));
-  c.v = add("v", v.data(), v.size(), element_size(formats.kv));
+  c.k = add("k", k.data(), k.size(), kv_unit);
+  c.v = add("v", v.data(), v.size(), kv_unit);
   copy_strides(c.q_strides, p.q.strides);
   copy_strides(c.k_strides, p.k.strides);
   copy_strides(c.v_strides, p.v.strides);

@@ -50,20 +50,27 @@ std::optional<std::string> bounded_string(const char* s) {
   return std::string(s, n);
 }
 
-// Which fp8 formats a descriptor field takes (SPEC 1.1 and 4): q_dtype and
-// kv_dtype both; p_cast and s_cast E4M3 (u = 2^-4, inside the first-order
-// limit 0.1) but not E5M2 (u = 2^-3, past it); an accumulation and the
-// output neither.
-enum class FormatField { input, cast, other };
+// Which fp8 and block formats a descriptor field takes (SPEC 1.1, 1.2 and
+// 4): q_dtype the fp8 formats; kv_dtype those and the block formats Q8_0
+// and Q4_0 (K/V storage only); p_cast and s_cast E4M3 (u = 2^-4, inside
+// the first-order limit 0.1) but not E5M2 (u = 2^-3, past it); an
+// accumulation and the output neither.
+enum class FormatField { input, kv, cast, other };
 
 // What is wrong with format code `code` in a descriptor field of
 // `version`, or "": every field takes f64, f32, bf16 and f16; version 2's
-// fields take the fp8 formats `field` allows.
+// fields take the fp8 and block formats `field` allows.
 std::string format_defect(uint32_t code, uint32_t version, FormatField field) {
-  const uint32_t last_known = version >= 2 ? ATTNCHECK_E5M2 : ATTNCHECK_F16;
+  const uint32_t last_known = version >= 2 ? ATTNCHECK_Q4_0 : ATTNCHECK_F16;
   if (code > last_known) return fmt::format("{} is no dtype", code);
-  if (code <= ATTNCHECK_F16 || field == FormatField::input) return "";
+  if (code <= ATTNCHECK_F16) return "";
   const std::string_view name = dtype_name(static_cast<DType>(code));
+  if (is_block_format(static_cast<DType>(code))) {
+    if (field == FormatField::kv) return "";
+    return fmt::format("{} is {}, a block format for K/V only (SPEC 1.2: kv_dtype{})", code,
+                       name, code == ATTNCHECK_Q8_0 ? ", and q_cast" : "");
+  }
+  if (field == FormatField::input || field == FormatField::kv) return "";
   if (field == FormatField::other) {
     return fmt::format("{} is {}, an input format only (this field takes f64, f32, bf16 or f16)",
                        code, name);
@@ -77,19 +84,17 @@ std::string format_defect(uint32_t code, uint32_t version, FormatField field) {
 
 using Fail = std::function<void(const std::string&)>;
 
-// What is wrong with a q_cast code (SPEC 4.1), or "": a float format, or
-// ATTNCHECK_Q_CAST_KV. Q8_0 (6) comes with block-quantized K/V and Q4_0 (7)
-// is never one.
+// What is wrong with a q_cast code (SPEC 4.1), or "": a float format,
+// Q8_0 (Q quantized in blocks of 32 as ggml does for block-quantized K), or
+// ATTNCHECK_Q_CAST_KV. Q4_0 is never one: no kernel rounds Q that coarsely.
 std::string q_cast_defect(uint32_t code) {
-  if (code == ATTNCHECK_Q_CAST_KV) return "";
-  if (code == 6) {
-    return "6 (Q8_0) is not taken by this attncheck yet (it comes with block-quantized K/V): "
-           "use a float format or ATTNCHECK_Q_CAST_KV";
+  if (code == ATTNCHECK_Q_CAST_KV || code == ATTNCHECK_Q8_0) return "";
+  if (code == ATTNCHECK_Q4_0) {
+    return "7 (Q4_0) is never a q_cast: use a float format, Q8_0 or ATTNCHECK_Q_CAST_KV";
   }
-  if (code == 7) return "7 (Q4_0) is never a q_cast: use a float format or ATTNCHECK_Q_CAST_KV";
   if (code > ATTNCHECK_E5M2) {
-    return fmt::format("{} is no dtype (q_cast takes a float format or ATTNCHECK_Q_CAST_KV)",
-                       code);
+    return fmt::format(
+        "{} is no dtype (q_cast takes a float format, Q8_0 or ATTNCHECK_Q_CAST_KV)", code);
   }
   return "";
 }
@@ -220,6 +225,12 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
     fail(fmt::format("name '{}' is not of the form [a-z0-9_.-]+", printable(*name)));
   where += fmt::format(" (name '{}')", *name);
   if (d.dtypes == 0 && !has_combos) fail("declares no dtype (dtypes is 0)");
+  if (d.dtypes & ((1u << ATTNCHECK_Q8_0) | (1u << ATTNCHECK_Q4_0))) {
+    fail(fmt::format(
+        "dtypes {:#x} has a bit of Q8_0 or Q4_0: a block format stores K/V only, declared as "
+        "the kv_dtype of a combo (SPEC 1.2)",
+        d.dtypes));
+  }
   if (d.dtypes & ~kKnownDtypes)
     fail(fmt::format("unknown dtype bits {:#x}", d.dtypes & ~kKnownDtypes));
   if (d.features & ~known_features(version)) {
@@ -265,7 +276,7 @@ void validate_descriptor(const typename Abi<version>::Descriptor& d, size_t inde
       const attncheck_dtype_combo& c = d.combos[k];
       const std::pair<const char*, std::string> fields[] = {
           {"q_dtype", format_defect(c.q_dtype, version, input)},
-          {"kv_dtype", format_defect(c.kv_dtype, version, input)},
+          {"kv_dtype", format_defect(c.kv_dtype, version, kv)},
           {"out_dtype", format_defect(c.out_dtype, version, other)}};
       for (const auto& [field, e] : fields) {
         if (!e.empty()) fail(fmt::format("combos[{}].{} {}", k, field, e));

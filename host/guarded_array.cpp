@@ -7,9 +7,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "attncheck/dtype_blocks.h"
 #include "host/plugin_loader.h"
 
 namespace attncheck::host_detail {
@@ -35,6 +41,11 @@ uint64_t sentinel_bits(DType d) {
       return 0x7fu;
     case DType::e5m2:
       return 0x7du;
+    // Block formats are never outputs, and their inputs travel as blocks
+    // (host/abi_marshal.cpp), never through element buffers.
+    case DType::q8_0:
+    case DType::q4_0:
+      break;
   }
   return 0;
 }
@@ -53,6 +64,9 @@ uint64_t guard_bits(DType d) {
       return 0xffu;
     case DType::e5m2:
       return 0x7eu;
+    case DType::q8_0:
+    case DType::q4_0:
+      break;
   }
   return 0;
 }
@@ -126,7 +140,12 @@ void store_value(DType d, unsigned char* at, double x) {
     case DType::e5m2:
       store_bits(d, at, fp8_bits(d, x));
       return;
+    case DType::q8_0:
+    case DType::q4_0:
+      break;
   }
+  throw std::invalid_argument(std::string(dtype_name(d)) +
+                              " values are stored 32 to a block, not one by one");
 }
 
 double load_value(DType d, const unsigned char* at) {
@@ -148,8 +167,12 @@ double load_value(DType d, const unsigned char* at) {
     case DType::e4m3:
     case DType::e5m2:
       return fp8_value(d, static_cast<uint8_t>(load_bits(d, at)));
+    case DType::q8_0:
+    case DType::q4_0:
+      break;
   }
-  return 0;
+  throw std::invalid_argument(std::string(dtype_name(d)) +
+                              " values are read 32 to a block, not one by one");
 }
 
 }  // namespace
@@ -168,6 +191,10 @@ size_t element_size(DType d) {
     case DType::e4m3:
     case DType::e5m2:
       return 1;
+    // A block buffer is bytes (host/abi_marshal.cpp lays the blocks out).
+    case DType::q8_0:
+    case DType::q4_0:
+      return 1;
   }
   return 8;
 }
@@ -176,6 +203,23 @@ std::vector<unsigned char> encode(DType d, const std::vector<double>& values) {
   const size_t size = element_size(d);
   std::vector<unsigned char> bytes(std::max<size_t>(1, values.size()) * size);
   for (size_t k = 0; k < values.size(); ++k) store_value(d, bytes.data() + k * size, values[k]);
+  return bytes;
+}
+
+std::vector<unsigned char> encode_blocks(DType d, const std::vector<double>& values) {
+  const size_t chunks = std::max<size_t>(1, (values.size() + kBlockValues - 1) / kBlockValues);
+  const size_t size = block_bytes(d);
+  std::vector<unsigned char> bytes(chunks * size);
+  Block poison;
+  poison.scale = std::numeric_limits<double>::quiet_NaN();
+  std::array<double, kBlockValues> chunk{};
+  for (size_t c = 0; c < chunks; ++c) {
+    chunk.fill(std::numeric_limits<double>::quiet_NaN());
+    for (size_t t = 0; t < chunk.size() && c * kBlockValues + t < values.size(); ++t)
+      chunk[t] = values[c * kBlockValues + t];
+    const std::optional<Block> b = exact_block(d, chunk);
+    encode_block(d, b ? *b : poison, bytes.data() + c * size);
+  }
   return bytes;
 }
 

@@ -28,6 +28,15 @@ size_t element_size(DType d);
 /// refused with InputError (check_storable), never rounded.
 std::vector<unsigned char> encode(DType d, const std::vector<double>& values);
 
+/// A K or V tensor in the block format d (SPEC 1.2), as ggml lays it out:
+/// the values' 32-element chunks in order, each chunk the canonical block
+/// (attncheck/dtype_blocks.h), so an element offset e (in elements, as the
+/// strides count) lives in block e / 32. A chunk that is no block lies in a
+/// gap of a strided layout (Problem::validate checked every logical block)
+/// and is stored as a block of NaNs, as is the tail of a last partial
+/// chunk: a plugin that reads there reads poison.
+std::vector<unsigned char> encode_blocks(DType d, const std::vector<double>& values);
+
 /// An output buffer of `shape` laid out by `strides`, surrounded by guard
 /// regions of kPluginGuardElements elements; elements of the layout's gaps
 /// count as guard too. Every logical element starts as a sentinel NaN, every

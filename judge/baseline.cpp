@@ -18,6 +18,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "attncheck/dtype_blocks.h"
+
 namespace attncheck {
 
 DType baseline_working_format(const PrecisionTraits& t, DType kv) {
@@ -81,11 +83,14 @@ std::vector<double> baseline_in(const Problem& p, const PrecisionTraits& t) {
         const bool sink = !p.sink.empty();
         const double z = sink ? rw(p.sink[static_cast<size_t>(h)]) : 0.0;
         for (int64_t i = 0; i < p.tq; ++i) {
-          // Q after its descale, rounded as q_cast declares (else to W).
+          // Q after its descale, rounded as q_cast declares (else to W);
+          // Q8_0 as ggml's quantize_row_q8_0_ref does, on the row in f32.
           for (int64_t d = 0; d < p.dk; ++d) {
             const double x = p.q.at(b, h, i, d) * qd;
-            q[static_cast<size_t>(d)] = q_format ? round_to(*q_format, x) : rw(x);
+            q[static_cast<size_t>(d)] =
+                q_format == DType::q8_0 ? rw(x) : q_format ? round_to(*q_format, x) : rw(x);
           }
+          if (q_format == DType::q8_0) round_row_to_blocks(DType::q8_0, q);
           // The scores of the allowed keys, in key order; then the max.
           keys.clear();
           double m = sink ? z : -inf;

@@ -245,12 +245,18 @@ Problem nearby_problem(const Problem& p) {
   const auto perturb = [&](Tensor& t, DType format) {
     for (double& x : t.data) {
       const double moved = x + u(rng) * std::fabs(x) + u(rng);
-      x = round_to(format, moved);
+      // A block format's values round with their block, below.
+      x = is_block_format(format) ? moved : round_to(format, moved);
     }
   };
   perturb(n.q, p.q_dtype.value_or(p.dtype));
   perturb(n.k, p.kv_dtype.value_or(p.dtype));
   perturb(n.v, p.kv_dtype.value_or(p.dtype));
+  // Block K/V (SPEC 1.2): the moved rows some sequence reads rounded back
+  // to blocks (gaps of a padded layout stay NaN blocks). Unread paged slots
+  // stay moved, no blocks: such a problem is refused and confirms nothing
+  // (diagnose_failure's catch).
+  round_kv_to_blocks(n);
   return n;
 }
 

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <vector>
+
+#include "attncheck/dtype_blocks.h"
 
 // First-order error analysis of softmax attention, per element (SPEC 4).
 //
@@ -138,6 +141,41 @@ bool scores_may_overflow(const Problem& p, int64_t b, int64_t h, int64_t i, int6
   const double largest = abs_qk * std::max(1.0, std::fabs(p.scale)) * (1 + gamma_dot) *
                          (1 + unit_roundoff(s_format));
   return !(largest < max_finite(s_format));
+}
+
+// Q rounded to Q8_0 as ggml's quantize_row_q8_0_ref does (SPEC 4.1), row
+// (b, h, i): each block of 32 gets the scale d_b = (its largest |q_t|) /
+// 127, computed in f32 and stored as f16, and q_t becomes n_t = round(q_t /
+// d) times the stored scale. The integer errs by half a step, d_b / 2 (f32's
+// 2^-23 relative in d and in q_t / d lies inside the slack below); the f16
+// scale is d within 2^-11 relative, which moves the value by 2^-11 d |n_t|
+// <= 2^-11 |q_t| + 2^-12 d_b since |n_t| <= |q_t| / d + 1/2; 2^-10 d_b
+// holds that 2^-12 d_b and the f32 roundings; below f16's normal range the
+// scale's absolute error 2^-25 times |n_t| <= 127 is under 2^-18. So
+// w_t = (1/2 + 2^-10) d_b(t) + 2^-11 |q_t| + 2^-18. `exact` becomes false
+// when the quantizer changes the row (a row already in q8_0 loses
+// nothing); returns true when a block's scale is past f16's largest finite
+// (an infinite scale: beyond the declared precision). A last partial block
+// (dk no multiple of 32) is its own block.
+bool q8_0_row_weights(const Problem& p, int64_t b, int64_t h, int64_t i, double qd,
+                      std::vector<double>& w, bool& exact) {
+  std::vector<double> row(static_cast<size_t>(p.dk));
+  for (int64_t e = 0; e < p.dk; ++e) row[static_cast<size_t>(e)] = p.q.at(b, h, i, e) * qd;
+  std::vector<double> rounded = row;
+  round_row_to_blocks(DType::q8_0, rounded);
+  exact = rounded == row;
+  w.assign(row.size(), 0.0);
+  bool overflows = false;
+  for (size_t start = 0; start < row.size(); start += kBlockValues) {
+    const size_t end = std::min(row.size(), start + static_cast<size_t>(kBlockValues));
+    double amax = 0;
+    for (size_t t = start; t < end; ++t) amax = std::max(amax, std::fabs(row[t]));
+    const double d_b = amax / 127;
+    if (!std::isfinite(round_to(DType::f16, d_b))) overflows = true;
+    for (size_t t = start; t < end; ++t)
+      w[t] = (0.5 + 0x1p-10) * d_b + 0x1p-11 * std::fabs(row[t]) + 0x1p-18;
+  }
+  return overflows;
 }
 
 }  // namespace
@@ -289,9 +327,12 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // A row whose Q is already in the format loses nothing (no term), and a
   // row with an element past the format's largest finite rounds to an
   // infinity: beyond the declared precision.
+  // Q8_0 (SPEC 4.1): w_t of q8_0_row_weights, D_j += |sigma| sum_t |k_jt| w_t.
   const std::optional<DType> q_format = t.q_cast_format(combo_of(p).kv);
-  const double u_qc = q_format ? unit_roundoff(*q_format) : 0.0;
-  const double eta_qc = q_format ? underflow_unit(*q_format, false) : 0.0;
+  const bool q_blocks = q_format == DType::q8_0;
+  const double u_qc = q_format && !q_blocks ? unit_roundoff(*q_format) : 0.0;
+  const double eta_qc = q_format && !q_blocks ? underflow_unit(*q_format, false) : 0.0;
+  std::vector<double> q_weight;  // [t]: w_t of the row, for a Q8_0 q_cast
   const double qd = descaled ? p.descale->q : 1.0, kd = descaled ? p.descale->k : 1.0;
   std::vector<double> k_abs_sum;  // [j]: sum_t |kd k_jt| of the K/V head, when q is rounded
   int64_t k_abs_of = -1;
@@ -343,12 +384,16 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         const double eps = terms.eps;
         // Q's rounding, this row (see above).
         bool q_exact = true, q_overflows = false;
-        if (q_format) {
+        if (q_blocks) {
+          q_overflows = q8_0_row_weights(p, b, h, i, qd, q_weight, q_exact);
+        } else if (q_format) {
           for (int64_t d = 0; d < p.dk; ++d) {
             const double x = p.q.at(b, h, i, d) * qd;
             if (!(std::fabs(x) <= max_finite(*q_format))) q_overflows = true;
             if (!representable(*q_format, x)) q_exact = false;
           }
+        }
+        if (q_format && !q_blocks) {
           if (!q_exact && k_abs_of != b * p.kv_heads + g) {
             k_abs_sum.assign(static_cast<size_t>(p.tk), 0.0);
             for (int64_t j = 0; j < p.tk; ++j)
@@ -369,7 +414,12 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           // by |s_j| + |m| (4 roundings covers subtract, add, and the
           // re-association of either when an implementation folds them).
           double d = gamma_dot * o.abs_dot[w] + 4 * u_sm * (std::fabs(s) + std::fabs(m));
-          if (!q_exact) {
+          if (!q_exact && q_blocks) {
+            double sum = 0;
+            for (int64_t e = 0; e < p.dk; ++e)
+              sum += std::fabs(p.k.at(b, g, j, e) * kd) * q_weight[static_cast<size_t>(e)];
+            d += std::fabs(p.scale) * sum;
+          } else if (!q_exact) {
             d += u_qc * o.abs_dot[w] +
                  std::fabs(p.scale) * eta_qc * k_abs_sum[static_cast<size_t>(j)];
           }
@@ -556,7 +606,14 @@ bool overflows_declared_formats(const Problem& p, const PrecisionTraits& t) {
   }
   const std::optional<DType> q_format = t.q_cast_format(combo_of(p).kv);
   const double qd = p.descale ? p.descale->q : 1.0;
-  if (q_format) {
+  if (q_format == DType::q8_0) {
+    std::vector<double> weights;
+    bool exact = true;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i)
+          if (q8_0_row_weights(p, b, h, i, qd, weights, exact)) return true;
+  } else if (q_format) {
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.heads; ++h)
         for (int64_t i = 0; i < p.tq; ++i)

@@ -33,13 +33,17 @@ namespace {
 Problem with_flat_values(Problem p) {
   const DType q_format = p.q_dtype.value_or(p.dtype);
   const DType kv_format = p.kv_dtype.value_or(p.dtype);
+  // A block format's values round with their block (SPEC 1.2), below.
   const auto each = [](Tensor& t, DType format, auto f) {
     for (double& x : t.data)
-      if (std::isfinite(x)) x = round_to(format, f(x));
+      if (std::isfinite(x)) x = is_block_format(format) ? f(x) : round_to(format, f(x));
   };
   each(p.q, q_format, [](double x) { return std::ldexp(std::fmod(x, 4.0), -8); });
   each(p.k, kv_format, [](double x) { return std::fmod(x, 4.0); });
   each(p.v, kv_format, [](double x) { return 1 - std::ldexp(std::fabs(std::fmod(x, 16.0)), -5); });
+  // Rounded per block, V's values stay in [1/2, 1] (q4_0's steps of 1/8
+  // there): still one side of 1, as the stagnation this is for needs.
+  round_kv_to_blocks(p);
   return p;
 }
 

@@ -9,11 +9,17 @@ namespace attncheck {
 namespace {
 
 // A different value of the same format for every input (1 - x != x but for
-// x = 1/2, which the generators never draw).
-double changed_value(DType dtype, double x) { return round_to(dtype, 1.0 - x); }
+// x = 1/2, which the generators never draw). A block format's value is
+// rounded with its block (change_key).
+double changed_value(DType dtype, double x) {
+  return is_block_format(dtype) ? 1.0 - x : round_to(dtype, 1.0 - x);
+}
 
 // Key j of K/V head g of sequence b, wherever the layout keeps it (a
-// shared page changes for every sequence that reads it).
+// shared page changes for every sequence that reads it). In a block format
+// the changed rows are rounded back to blocks (1 - x of a block is seldom
+// one); a key whose blocks round back to what they were is still a valid
+// change for these properties, which only ask that other rows not move.
 void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
   const DType kv = p.kv_dtype.value_or(p.dtype);
   for (int64_t d = 0; d < p.dk; ++d) {
@@ -24,6 +30,7 @@ void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
     double& x = p.v.data[p.kv_offset(p.v, b, g, j, d)];
     x = changed_value(kv, x);
   }
+  round_key_to_blocks(p, b, g, j);
 }
 
 // A row with a query: of a packed problem, a sequence that has queries.

@@ -62,16 +62,22 @@ double max_abs_score(const Problem& p) {
 // narrower than the output's: an f16 q under an f32 output holds 65504 at
 // most); INT_MAX for an all-zero q.
 int max_q_shift(const Problem& p, const PrecisionTraits& t) {
-  DType format = p.q_dtype.value_or(p.dtype);
+  const DType format = p.q_dtype.value_or(p.dtype);
   // Q rounded to a narrower format before q.k (q_cast) reaches only as far.
-  if (const std::optional<DType> q_cast = t.q_cast_format(combo_of(p).kv))
-    if (max_finite(*q_cast) < max_finite(format)) format = *q_cast;
+  double limit = max_finite(format);
+  if (const std::optional<DType> q_cast = t.q_cast_format(combo_of(p).kv)) {
+    // Q8_0's block scale is an f16, largest / 127: the largest element it
+    // holds is 127 times f16's largest finite.
+    const double cast_limit =
+        is_block_format(*q_cast) ? 127 * max_finite(DType::f16) : max_finite(*q_cast);
+    limit = std::min(limit, cast_limit);
+  }
   double q_max = 0;
   for (double v : p.q.data)
     if (std::isfinite(v)) q_max = std::max(q_max, std::fabs(v));
   if (q_max == 0) return std::numeric_limits<int>::max();
-  int shift = std::ilogb(max_finite(format)) - std::ilogb(q_max);
-  if (std::ldexp(q_max, shift) > max_finite(format)) --shift;
+  int shift = std::ilogb(limit) - std::ilogb(q_max);
+  if (std::ldexp(q_max, shift) > limit) --shift;
   return shift;
 }
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
+#include "attncheck/dtype_blocks.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -215,9 +216,10 @@ Case draw_packed(CaseContext& ctx) {
 Problem change_sequence(const Problem& p, int64_t b) {
   Problem c = p;
   const DType qf = p.q_dtype.value_or(p.dtype), kf = p.kv_dtype.value_or(p.dtype);
+  // A block format's values round with their block (SPEC 1.2), below.
   const auto other = [](DType f, double x) {
     const double y = 1 - x;
-    return representable(f, y) ? y : -x;
+    return is_block_format(f) || representable(f, y) ? y : -x;
   };
   for (int64_t h = 0; h < p.heads; ++h)
     for (int64_t i = 0; i < p.seq_tq(b); ++i)
@@ -236,6 +238,7 @@ Problem change_sequence(const Problem& p, int64_t b) {
           double& x = c.v.data[p.kv_offset(p.v, b, g, j, d)];
           x = other(kf, x);
         }
+        round_key_to_blocks(c, b, g, j);
       }
   }
   return c;
@@ -328,7 +331,9 @@ double large_key_value(const Problem& p, DType accum) {
   for (double x : p.q.data) mq = std::max(mq, std::fabs(x));
   const Descales d = p.descale.value_or(Descales{});
   const double growth = std::max(1.0, std::fabs(p.scale) * d.q * d.k) * static_cast<double>(p.dk) * mq;
-  const int e = std::min(std::ilogb(max_finite(kf)) - 1,
+  // A block of one power of two is exact in a block format (scale 2^e / 64
+  // for q8_0, -2^e / 8 for q4_0) up to half its largest value.
+  const int e = std::min(std::ilogb(format_max_value(kf)) - 1,
                          std::ilogb(max_finite(accum)) - std::ilogb(growth) - 3);
   return std::ldexp(1.0, e);
 }
@@ -376,8 +381,11 @@ void judge_descale(CaseContext& ctx, const Case& c) {
   const DType f = which == "q" ? p.q_dtype.value_or(p.dtype) : p.kv_dtype.value_or(p.dtype);
   for (double& x : t.data) {
     x *= 2;
-    if (!representable(f, x)) ctx.discard("doubled values not representable");
+    if (!is_block_format(f) && !representable(f, x))
+      ctx.discard("doubled values not representable");
   }
+  // A block doubles with its scale (SPEC 1.2): exact while that stays an f16.
+  if (is_block_format(f) && !kv_blocks_exact(d)) ctx.discard("doubled values not representable");
   Descales& s = *d.descale;
   double& ds = which == "q" ? s.q : which == "k" ? s.k : s.v;
   ds /= 2;  // exact: descales are normal doubles

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -22,6 +23,9 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
                        gen::size_cost_cap(ctx.config().profile)) {
     ctx.discard("V = I beyond the profile's size cap");
   }
+  // Block K/V (SPEC 1.2) needs dv a multiple of 32: V = I only where tk is.
+  if (!returned && kv_in_blocks(q) && q.tk % kBlockValues != 0)
+    ctx.discard("V = I: dv = tk is no whole number of K/V blocks");
   const Problem p = returned ? c.problem : with_identity_values(c.problem);
   ctx.screen(p);
   ForwardResult r = ctx.call_ok(p);
@@ -71,8 +75,8 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
 // finite value of the output format, the key format and the accumulation
 // format (2^e itself is then a finite key).
 int big_exponent(const Problem& p, DType accum, double max_abs_q) {
-  const double limit = std::min({max_finite(p.dtype), max_finite(p.kv_dtype.value_or(p.dtype)),
-                                 max_finite(accum)});
+  const double limit = std::min(
+      {max_finite(p.dtype), format_max_value(p.kv_dtype.value_or(p.dtype)), max_finite(accum)});
   const double growth =
       std::max(1.0, std::fabs(p.scale)) * static_cast<double>(p.dk) * std::max(1.0, max_abs_q);
   return std::ilogb(limit) - std::ilogb(growth) - 3;
@@ -116,12 +120,17 @@ void judge_masked(CaseContext& ctx, const Case& c) {
   const double big_k = std::ldexp(1.0, big_exponent(p, ctx.info().precision.accum, max_abs_q));
   // Values only meet weights in [0, 1] and sums of tk terms.
   const double big_v = std::ldexp(
-      1.0, std::ilogb(std::min(max_finite(p.dtype), max_finite(p.kv_dtype.value_or(p.dtype)))) -
+      1.0, std::ilogb(std::min(max_finite(p.dtype),
+                               format_max_value(p.kv_dtype.value_or(p.dtype)))) -
                2 - std::ilogb(static_cast<double>(p.tk)));
   // E4M3 keys (largest 448) with a wide growth can leave 2^e below the
   // format's smallest subnormal: no large key to write there.
   const DType kv = p.kv_dtype.value_or(p.dtype);
-  if (!representable(kv, big_k) || !representable(kv, big_v))
+  // A block format (SPEC 1.2) holds a power of two up to its largest value
+  // (the replaced rows are rounded back to blocks below).
+  const bool blocks = is_block_format(kv);
+  if (blocks ? !(big_k <= format_max_value(kv) && big_v <= format_max_value(kv))
+             : !representable(kv, big_k) || !representable(kv, big_v))
     ctx.discard("no large key representable in the key format");
   const bool strict = ctx.config().strict;
   expect_unseen_keys_ignored(
@@ -132,6 +141,10 @@ void judge_masked(CaseContext& ctx, const Case& c) {
         for (int64_t d = 0; d < p.dk; ++d)
           q.k.at(b0, g0, j, d) = strict ? NAN : std::copysign(big_k, p.q.at(b0, h0, i0, d));
         for (int64_t d = 0; d < p.dv; ++d) q.v.at(b0, g0, j, d) = strict ? NAN : big_v;
+        // Blocks of +-big_k round to +-big_k within f16's 2^-11 (q4_0's
+        // -big_k to -7/8 big_k): still large, inside the 8x margin of
+        // big_exponent. NaN rows stay blocks of NaN.
+        if (blocks && !strict) round_key_to_blocks(q, b0, g0, j);
       },
       fmt::format("K/V at keys disallowed for row [{}, {}, {}] (set to {} / {}) change the "
                   "output of rows that cannot see them",

@@ -12,7 +12,7 @@ cd "$src"
 # added to include/attncheck/ without a room here fails as "unmapped".
 declare -A room_of=(
   [plugin.h]=plugin_api [plugin_v1.h]=plugin_api
-  [dtype.h]=core [problem.h]=core [implementation.h]=core [registry.h]=core
+  [dtype.h]=core [dtype_blocks.h]=core [problem.h]=core [implementation.h]=core [registry.h]=core
   [layer.h]=core [error.h]=core [outcome.h]=core [version.h]=core
   [isolation_options.h]=host
   [oracle.h]=oracle

@@ -22,6 +22,11 @@ enum class DType : uint32_t {
   f16 = ATTNCHECK_F16,
   e4m3 = ATTNCHECK_E4M3,  ///< OCP fp8 "FN": 3 mantissa bits, no infinities
   e5m2 = ATTNCHECK_E5M2,  ///< fp8: 2 mantissa bits, IEEE infinities and NaN
+  /// Block-quantized K/V storage (SPEC 1.2, attncheck/dtype_blocks.h):
+  /// kv_dtype only. An element has no format of its own: 32 consecutive
+  /// values along the head dimension share an f16 scale.
+  q8_0 = ATTNCHECK_Q8_0,
+  q4_0 = ATTNCHECK_Q4_0,
 };
 
 /// Every dtype, in the order listings, sessions and reports use.
@@ -32,13 +37,24 @@ inline constexpr std::array<DType, 4> kAllDTypes = {DType::f64, DType::f32, DTyp
 inline constexpr std::array<DType, 6> kAllFormats = {DType::f64,  DType::f32,  DType::bf16,
                                                      DType::f16,  DType::e4m3, DType::e5m2};
 
-/// Whether d may be an output's format (f64, f32, bf16, f16; not fp8).
-constexpr bool is_output_format(DType d) { return d != DType::e4m3 && d != DType::e5m2; }
+/// The block-quantized K/V formats (SPEC 1.2), kv_dtype only.
+inline constexpr std::array<DType, 2> kBlockFormats = {DType::q8_0, DType::q4_0};
+
+/// Whether d is a block format (q8_0, q4_0): values are stored 32 to a
+/// block, so rounding, unit roundoff and bit patterns of one element do not
+/// apply (attncheck/dtype_blocks.h has the block codec).
+constexpr bool is_block_format(DType d) { return d == DType::q8_0 || d == DType::q4_0; }
+
+/// Whether d may be an output's format (f64, f32, bf16, f16; not fp8, not
+/// a block format).
+constexpr bool is_output_format(DType d) {
+  return d != DType::e4m3 && d != DType::e5m2 && !is_block_format(d);
+}
 
 /// Bit (1u << dtype) of a dtype inside a dtype set.
 constexpr uint32_t dtype_bit(DType d) { return 1u << static_cast<uint32_t>(d); }
 
-/// "f64", "f32", "bf16", "f16", "e4m3" or "e5m2".
+/// "f64", "f32", "bf16", "f16", "e4m3", "e5m2", "q8_0" or "q4_0".
 std::string_view dtype_name(DType d);
 
 /// Parses the name of an output format (f64, f32, bf16 or f16: the fp8
@@ -46,13 +62,20 @@ std::string_view dtype_name(DType d);
 /// InputError naming the text.
 DType parse_dtype(std::string_view name);
 
-/// Parses the name of any format, fp8 input formats included (f64, f32,
-/// bf16, f16, e4m3, e5m2); throws InputError naming the text.
+/// Parses the name of any element format, fp8 input formats included (f64,
+/// f32, bf16, f16, e4m3, e5m2); throws InputError naming the text (a block
+/// format's name with the reason: it is a K/V format only).
 DType parse_format(std::string_view name);
+
+/// Parses the name of a K/V format: an element format or a block format
+/// (q8_0, q4_0); throws InputError naming the text.
+DType parse_kv_format(std::string_view name);
 
 /// Unit roundoff u = 2^-p of the format (half an ulp of 1): 2^-53 for f64,
 /// 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16, 2^-4 for e4m3, 2^-3 for
-/// e5m2.
+/// e5m2. The element functions below (unit_roundoff, underflow_unit,
+/// max_finite, round_to, representable) throw std::invalid_argument for a
+/// block format: a value's rounding there depends on its block.
 double unit_roundoff(DType d);
 
 /// Half the smallest positive subnormal (the absolute underflow error of

@@ -55,7 +55,8 @@ struct PrecisionTraits {
   /// rounded to before q.k; nullopt = not rounded.
   std::optional<DType> q_cast;
   /// q_cast is the call's kv format instead (ATTNCHECK_Q_CAST_KV; none
-  /// when that is f64). q_cast is then unset.
+  /// when that is f64, q8_0 when it is a block format). q_cast is then
+  /// unset.
   bool q_cast_kv = false;
   /// The q.k sums; nullopt = accum.
   std::optional<DType> score_accum;
@@ -72,8 +73,10 @@ struct PrecisionTraits {
   /// The format Q is rounded to in a call whose K/V are in `kv`; nullopt
   /// when Q is not rounded.
   std::optional<DType> q_cast_format(DType kv) const {
-    if (q_cast_kv) return kv == DType::f64 ? std::nullopt : std::optional<DType>(kv);
-    return q_cast;
+    if (!q_cast_kv) return q_cast;
+    if (kv == DType::f64) return std::nullopt;
+    // ggml quantizes Q to q8_0 for q8_0 and q4_0 K alike (SPEC 1.2).
+    return is_block_format(kv) ? DType::q8_0 : kv;
   }
   /// Whether the format of kFtz* bit `which` flushes. pv_accum flushes
   /// where kFtzPvAccum says when it is declared, else as accum does.

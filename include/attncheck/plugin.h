@@ -36,6 +36,14 @@ extern "C" {
    448; E5M2: 2 mantissa bits, IEEE infinities and NaN, largest 57344. */
 #define ATTNCHECK_E4M3 4u
 #define ATTNCHECK_E5M2 5u
+/* Block-quantized K/V storage (SPEC 1.2), appended to version 2: ggml's
+   blocks of 32 values along the head dimension. Q8_0 (34 bytes): an f16
+   scale d, then 32 int8 q_t; value d * q_t. Q4_0 (18 bytes): an f16 scale
+   d, then 16 bytes of nibbles, element t < 16 the low nibble of byte t,
+   element t >= 16 the high nibble of byte t - 16; value d * (nibble - 8).
+   kv_dtype only (Q8_0 also as q_cast); dk and dv multiples of 32. */
+#define ATTNCHECK_Q8_0 6u
+#define ATTNCHECK_Q4_0 7u
 
 #define ATTNCHECK_ALIGN_TOP_LEFT     0u
 #define ATTNCHECK_ALIGN_BOTTOM_RIGHT 1u
@@ -93,7 +101,8 @@ extern "C" {
 #define ATTNCHECK_STAGE_SCORE_ACCUM   (1u << 1)
 #define ATTNCHECK_STAGE_SOFTMAX_ACCUM (1u << 2)
 #define ATTNCHECK_STAGE_PV_ACCUM      (1u << 3)
-/* q_cast: Q rounded to the call's kv_dtype (none when that is F64). */
+/* q_cast: Q rounded to the call's kv_dtype (Q8_0 for a block-quantized
+   kv_dtype, as ggml does; none when that is F64). */
 #define ATTNCHECK_Q_CAST_KV 8u
 
 typedef struct attncheck_problem {

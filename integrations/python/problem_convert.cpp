@@ -171,6 +171,9 @@ PrecisionTraits precision_from_py(const py::dict& prec) {
   if (prec.contains("q_cast") && !prec["q_cast"].is_none() &&
       prec["q_cast"].cast<std::string>() == "kv") {
     t.q_cast_kv = true;
+  } else if (prec.contains("q_cast") && !prec["q_cast"].is_none() &&
+             prec["q_cast"].cast<std::string>() == "q8_0") {
+    t.q_cast = DType::q8_0;  // Q in blocks of 32 as ggml rounds it (SPEC 4.1)
   } else {
     t.q_cast = format("q_cast");
   }

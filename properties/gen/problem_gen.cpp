@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
+#include "core/transforms.h"
+
 namespace attncheck::gen {
 namespace {
 
@@ -59,8 +62,13 @@ constexpr const char* kRegimeNames[] = {"small_int", "dyadic",    "normal",    "
 // E5M2's 57344) where the limit allows.
 double format_top(DType d, int limit_exponent) {
   // 3 2^e is in every format (two significant bits), and so is its largest finite value.
-  return std::min(max_finite(d), 3 * std::ldexp(1.0, limit_exponent));
+  return std::min(format_max_value(d), 3 * std::ldexp(1.0, limit_exponent));
 }
+
+// x in `format` at a real size: rounded to an element format; a block
+// format's values are rounded with their block once the tensor is filled
+// (draw_sized's round_kv_to_blocks).
+double stored(DType format, double x) { return is_block_format(format) ? x : round_to(format, x); }
 
 // Values of one tensor from one regime. `huge_exponent` is the tensor's own
 // safe limit: for q and k the largest power of two that keeps scores within
@@ -131,13 +139,65 @@ std::vector<double> values(int64_t n, DType dtype, int huge_exponent, int large_
   return x;
 }
 
-Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape, Layout layout) {
+// Values of a K or V tensor in the block format d (SPEC 1.2): n values, n
+// a multiple of 32 (rows of dk or dv, multiples of 32), each 32 one exact
+// block drawn as a scale and integers, so that shrinking goes to smaller
+// integers and the plain scale. Kinds (one per block): plain (a power of two
+// at or below the tensor's limit, integers anywhere in the format's range),
+// a zero scale, the extreme integers (q8_0's -128 and 127, q4_0's -8 and
+// 7), the largest scale the limit allows (f16's largest finite, 65504,
+// where it allows that much, as for v under an f32 output), and a
+// subnormal f16 scale. q4_0 scales take either sign (ggml's d = max / -8 is
+// negative for a positive max); q8_0's too, which ggml does not write but
+// a block holds. `top` is the tensor's largest magnitude (3 2^huge, as
+// values() uses).
+std::vector<double> block_values(int64_t n, DType d, double top) {
+  std::vector<double> x(static_cast<size_t>(n), 0.0);
+  const int lo = block_int_min(d), hi = block_int_max(d);
+  const double bound = -lo;  // the largest integer magnitude, 128 or 8
+  // The largest f16 power of two, and the largest f16 value (11
+  // significant bits, truncated), whose blocks stay within top.
+  const double limit = top / bound;
+  const int e_plain = std::min(15, std::ilogb(limit));
+  const double top_scale = std::min(
+      max_finite(DType::f16),
+      std::ldexp(std::floor(std::ldexp(limit, 10 - std::ilogb(limit))), std::ilogb(limit) - 10));
+  constexpr const char* kKinds[] = {"block plain", "block zero scale", "block extreme integers",
+                                    "block top scale", "block subnormal scale"};
+  for (int64_t start = 0; start < n; start += kBlockValues) {
+    const int64_t kind = pick(5);
+    count(kKinds[kind]);
+    double scale = std::ldexp(1.0, std::max(e_plain - static_cast<int>(pick(8)), -24));
+    if (kind == 1) scale = 0;
+    if (kind == 3) scale = round_to(DType::f16, top_scale);
+    if (kind == 3 && scale == max_finite(DType::f16)) count("block scale f16's largest finite");
+    if (kind == 4) scale = std::ldexp(static_cast<double>(1 + pick(1023)), -24);
+    if (coin()) {
+      scale = -scale;
+      count("block negative scale");
+    }
+    for (int64_t t = 0; t < kBlockValues; ++t) {
+      // Every kind makes the same draws, so that shrinking the kind to
+      // plain keeps the integers in place (and shrinks them from there).
+      const int64_t extreme = pick(3);
+      const int q = std::clamp(small_int(hi), lo, hi);
+      x[static_cast<size_t>(start + t)] =
+          scale * (kind == 2 && extreme == 1 ? lo : kind == 2 && extreme == 2 ? hi : q);
+    }
+  }
+  return x;
+}
+
+// `pad` is the unit of a padded layout's gaps: 1, or 32 for a block
+// format, whose strides stay whole blocks (SPEC 1.2).
+Tensor lay_out(const std::vector<double>& x, std::array<int64_t, 4> shape, Layout layout,
+               int64_t pad = 1) {
   const auto [d0, d1, d2, d3] = shape;
   Tensor t;
   if (layout == Layout::bthd) {
     t.strides = {d2 * d1 * d3, d3, d1 * d3, 1};
   } else if (layout == Layout::padded) {
-    const int64_t s2 = d3 + 1, s1 = d2 * s2 + 2, s0 = d1 * s1 + 3;
+    const int64_t s2 = d3 + pad, s1 = d2 * s2 + 2 * pad, s0 = d1 * s1 + 3 * pad;
     t.strides = {s0, s1, s2, 1};
   } else {
     t.strides = contiguous_strides(d0, d1, d2, d3);
@@ -241,7 +301,7 @@ uint64_t hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uin
   return fold(fold(fold(fold(fold(seed, a), b), c), d), e);
 }
 
-// t(b, h, i, c) = round_to(format, value(x, b, h, i, c)) over the first
+// t(b, h, i, c) = stored(format, value(x, b, h, i, c)) over the first
 // `heads` heads, `rows` rows and `cols` columns of every batch entry, x =
 // hash(seed, id, b, h, i, c): the fold of a row's first four kept for its
 // columns (the real-size draws hash millions of elements).
@@ -255,7 +315,7 @@ void for_each_element(Tensor& t, uint64_t seed, uint64_t id, int64_t batch, int6
                                        static_cast<uint64_t>(h)),
                                   static_cast<uint64_t>(i));
         for (int64_t c = 0; c < cols; ++c) {
-          t.at(b, h, i, c) = round_to(format, value(fold(row, static_cast<uint64_t>(c)), b, h, i, c));
+          t.at(b, h, i, c) = stored(format, value(fold(row, static_cast<uint64_t>(c)), b, h, i, c));
         }
       }
 }
@@ -319,11 +379,12 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
       // narrowest of the declared pv_accum, v's and the output's formats,
       // at 1/4 of it.
       flat_q();
-      const double range = std::min({spec.pv_range, max_finite(formats.kv), max_finite(spec.dtype)});
+      const double range =
+          std::min({spec.pv_range, format_max_value(formats.kv), max_finite(spec.dtype)});
       const int e = std::ilogb(range) - 3 - std::ilogb(static_cast<double>(s.tk));
       // Unnormalised sums over tk keys are in range; v itself at most
       // 3 2^(ilogb(v's format) - 2).
-      const int e_v = std::min(e, std::ilogb(max_finite(formats.kv)) - 2);
+      const int e_v = std::min(e, std::ilogb(format_max_value(formats.kv)) - 2);
       each(p.v, 14, s.kv_heads, s.tk, s.dv, formats.kv,
            [&](uint64_t x, int64_t b, int64_t h, int64_t, int64_t c) {
              const uint64_t column = hash(seed, 15, static_cast<uint64_t>(b),
@@ -349,7 +410,7 @@ void apply_size_regime(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo
           for (int64_t c = 0; c < s.dk; ++c) {
             const uint64_t x = hash(seed, 18, static_cast<uint64_t>(b), static_cast<uint64_t>(g),
                                     static_cast<uint64_t>(c), 0);
-            p.k.at(b, g, j, c) = round_to(formats.kv, 128 / root_dk * near_one(x));
+            p.k.at(b, g, j, c) = stored(formats.kv, 128 / root_dk * near_one(x));
           }
         }
       return;
@@ -434,6 +495,10 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     while (s.heads % s.kv_heads) --s.kv_heads;
   }
   if (spec.require_causal) s.causal = true;
+  if (is_block_format(formats.kv)) {  // SPEC 1.2: rows of whole blocks of 32
+    s.dk = kBlockValues * ((s.dk + kBlockValues - 1) / kBlockValues);
+    s.dv = kBlockValues * ((s.dv + kBlockValues - 1) / kBlockValues);
+  }
   Problem p = Problem::zeros(spec.dtype, s.batch, s.heads, s.kv_heads, s.tq, s.tk, s.dk, s.dv);
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
@@ -496,6 +561,9 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
     apply_size_regime(p, s, seed, formats, spec);
     count(std::string("size regime ") + size_regime_name(s.regime));
   }
+  // Block K/V: the drawn values rounded per block as ggml's quantizer
+  // would; the regimes' values keep their sizes within a block's step.
+  round_kv_to_blocks(p);
   add_size_structure(p, s, spec, seed);
   if (coverage) {
     ++coverage->problems;
@@ -534,6 +602,11 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
     d.dv = lim.dv_equals_dk ? d.dk : *inRange<int64_t>(1, spec.max_d + 1);
     return d;
   });
+  const bool blocks = is_block_format(formats.kv);
+  if (blocks) {  // SPEC 1.2: rows of whole blocks of 32
+    n.dk = kBlockValues * ((n.dk + kBlockValues - 1) / kBlockValues);
+    n.dv = kBlockValues * ((n.dv + kBlockValues - 1) / kBlockValues);
+  }
 
   const Structure st = part([spec, has, tk = n.tk] {
     std::vector<Align> aligns;
@@ -609,12 +682,22 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
   p.q = lay_out(tensor(n.batch * n.heads * n.tq * n.dk, formats.q, qk_huge,
                        fits(formats.q, qk_large)),
                 {n.batch, n.heads, n.tq, n.dk}, layout);
-  p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, qk_huge,
-                       fits(formats.kv, qk_large)),
-                {n.batch, n.kv_heads, n.tk, n.dk}, layout);
-  p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, v_huge,
-                       fits(formats.kv, 6)),
-                {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  if (blocks) {
+    const auto block_tensor = [&](int64_t size, int huge) {
+      return part([=, d = formats.kv] { return block_values(size, d, 3 * std::ldexp(1.0, huge)); });
+    };
+    p.k = lay_out(block_tensor(n.batch * n.kv_heads * n.tk * n.dk, qk_huge),
+                  {n.batch, n.kv_heads, n.tk, n.dk}, layout, kBlockValues);
+    p.v = lay_out(block_tensor(n.batch * n.kv_heads * n.tk * n.dv, v_huge),
+                  {n.batch, n.kv_heads, n.tk, n.dv}, layout, kBlockValues);
+  } else {
+    p.k = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dk, formats.kv, qk_huge,
+                         fits(formats.kv, qk_large)),
+                  {n.batch, n.kv_heads, n.tk, n.dk}, layout);
+    p.v = lay_out(tensor(n.batch * n.kv_heads * n.tk * n.dv, formats.kv, v_huge,
+                         fits(formats.kv, 6)),
+                  {n.batch, n.kv_heads, n.tk, n.dv}, layout);
+  }
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
   if (coverage) {
@@ -937,12 +1020,14 @@ Problem make_varlen(const Problem& d, const ServingPlan& plan, bool sink, bool a
         // for a pool of millions of slots.
         const uint64_t seed = *rc::gen::resize(100, rc::gen::arbitrary<uint64_t>());
         for (size_t e = 0; e < t->data.size(); ++e) {
-          t->data[e] = round_to(kv_format, static_cast<double>(hash(seed, 19, e, 0, 0, 0) % 7) - 3);
+          // Small integers: exact in every format, block formats included
+          // (a block of them has scale 1).
+          t->data[e] = stored(kv_format, static_cast<double>(hash(seed, 19, e, 0, 0, 0) % 7) - 3);
         }
       } else {
         t->data = part([n = t->data.size(), kv_format] {
           std::vector<double> x(n);
-          for (double& e : x) e = round_to(kv_format, small_int(3));
+          for (double& e : x) e = stored(kv_format, small_int(3));
           return x;
         });
       }
@@ -1131,21 +1216,32 @@ GenSpec spec_for(const ImplInfo& info, DType dtype, Profile profile) {
   return s;
 }
 
-Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout) {
+namespace {
+
+// relayout with a padded layout's gaps in units of `pad` (lay_out).
+Tensor relayout_by(const Tensor& t, std::array<int64_t, 4> shape, Layout layout, int64_t pad) {
   std::vector<double> x;
   x.reserve(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]));
   for (int64_t a = 0; a < shape[0]; ++a)
     for (int64_t b = 0; b < shape[1]; ++b)
       for (int64_t c = 0; c < shape[2]; ++c)
         for (int64_t d = 0; d < shape[3]; ++d) x.push_back(t.at(a, b, c, d));
-  return lay_out(x, shape, layout);
+  return lay_out(x, shape, layout, pad);
+}
+
+}  // namespace
+
+Tensor relayout(const Tensor& t, std::array<int64_t, 4> shape, Layout layout) {
+  return relayout_by(t, shape, layout, 1);
 }
 
 Problem with_layout(const Problem& p, Layout layout) {
   Problem c = p;
+  // Block formats pad by whole blocks (SPEC 1.2).
+  const int64_t pad = is_block_format(p.kv_dtype.value_or(p.dtype)) ? kBlockValues : 1;
   c.q = relayout(p.q, {p.batch, p.heads, p.tq, p.dk}, layout);
-  c.k = relayout(p.k, {p.batch, p.kv_heads, p.tk, p.dk}, layout);
-  c.v = relayout(p.v, {p.batch, p.kv_heads, p.tk, p.dv}, layout);
+  c.k = relayout_by(p.k, {p.batch, p.kv_heads, p.tk, p.dk}, layout, pad);
+  c.v = relayout_by(p.v, {p.batch, p.kv_heads, p.tk, p.dv}, layout, pad);
   return c;
 }
 

@@ -43,13 +43,20 @@ listed() {
 
 listed valid
 listed last_path_no_paths
+listed q8_0_q_cast
 
 refused bad_stage_bits 'unknown stages.set bits 0x10'
 refused bad_stage_format 'stages.score_accum 9 is no dtype'
 refused bad_e5m2_accum 'stages.softmax_accum 5 is e5m2, an input format only'
 refused bad_e4m3_accum 'stages.pv_accum 4 is e4m3, an input format only'
-refused bad_q8_0_q_cast 'stages.q_cast 6 (Q8_0) is not taken by this attncheck yet'
 refused bad_q4_0_q_cast 'stages.q_cast 7 (Q4_0) is never a q_cast'
+# SPEC 1.2 and 5.1: the block formats are K/V storage (and Q8_0 a q_cast) only.
+refused bad_q8_0_accum 'stages.softmax_accum 6 is q8_0, a block format for K/V only'
+refused bad_q8_0_p_cast 'precision.p_cast 6 is q8_0, a block format for K/V only'
+refused bad_q4_0_s_cast 's_cast 7 is q4_0, a block format for K/V only'
+refused bad_block_dtype_bit 'dtypes 0x41 has a bit of Q8_0 or Q4_0'
+refused bad_block_q_dtype 'combos[1].q_dtype 6 is q8_0, a block format for K/V only'
+refused bad_block_out 'combos[1].out_dtype 7 is q4_0, a block format for K/V only'
 refused bad_q_cast_format 'stages.q_cast 9 is no dtype'
 refused bad_ftz 'unknown ftz_formats bits 0x10'
 refused bad_n_paths 'implausible n_paths 65 (at most 64)'

@@ -19,8 +19,9 @@ target_link_libraries(plugin_staged_paths_newer PRIVATE m)
 
 # One build of plugins/bad_stages.c per defect (and two valid ones).
 set(ATTNCHECK_STAGE_BUILDS valid last_path_no_paths
-  bad_stage_bits bad_stage_format bad_e5m2_accum bad_e4m3_accum bad_q8_0_q_cast
-  bad_q4_0_q_cast bad_q_cast_format bad_ftz bad_n_paths bad_null_paths bad_path_size
+  bad_stage_bits bad_stage_format bad_e5m2_accum bad_e4m3_accum q8_0_q_cast
+  bad_q4_0_q_cast bad_q8_0_accum bad_q8_0_p_cast bad_q4_0_s_cast bad_block_dtype_bit
+  bad_block_q_dtype bad_block_out bad_q_cast_format bad_ftz bad_n_paths bad_null_paths bad_path_size
   bad_path_stride bad_path_null_name bad_path_long_name bad_path_name bad_path_repeated
   bad_path_accum bad_path_stage bad_path_ftz bad_tighter)
 set(stage_plugins)

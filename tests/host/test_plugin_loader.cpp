@@ -247,8 +247,13 @@ TEST(PluginDescriptor, EachDefectIsOneLineNamingFileDescriptorAndField) {
   d.empty_rows = 2;
   EXPECT_NE(rejection(d).find("unknown empty_rows policy 2"), std::string::npos);
   d = descriptor(0);
-  d.precision.accum = 6;
-  EXPECT_NE(rejection(d).find("precision.accum 6 is no dtype"), std::string::npos);
+  d.precision.accum = 9;
+  EXPECT_NE(rejection(d).find("precision.accum 9 is no dtype"), std::string::npos);
+  // 6 is Q8_0 (SPEC 1.2): a K/V format, never an accumulation.
+  d.precision.accum = ATTNCHECK_Q8_0;
+  EXPECT_NE(rejection(d).find("precision.accum 6 is q8_0, a block format for K/V only"),
+            std::string::npos)
+      << rejection(d);
   d.precision.accum = ATTNCHECK_E4M3;
   EXPECT_NE(rejection(d).find("precision.accum 4 is e4m3, an input format only"),
             std::string::npos)

@@ -98,11 +98,12 @@ def _dtype_list(dtypes, what):
     return [d for d in DTYPES if d in dtypes]
 
 
-# Precision by stage (SPEC 4.1): Q may be rounded to any format, or to the
-# call's K/V format ("kv"); the accumulations are output formats (an fp8
-# accumulation is refused, as the C ABI refuses it). A stage not given is
-# None: accum (q_cast: Q not rounded), the version 1 reading.
-Q_CAST_FORMATS = DTYPES + ("e4m3", "e5m2", "kv")
+# Precision by stage (SPEC 4.1): Q may be rounded to any format, to q8_0
+# (blocks of 32, as ggml quantizes Q for block-quantized K; never q4_0), or
+# to the call's K/V format ("kv"); the accumulations are output formats (an
+# fp8 or block accumulation is refused, as the C ABI refuses it). A stage
+# not given is None: accum (q_cast: Q not rounded), the version 1 reading.
+Q_CAST_FORMATS = DTYPES + ("e4m3", "e5m2", "q8_0", "kv")
 _STAGES = ("q_cast", "score_accum", "softmax_accum", "pv_accum")
 _PRECISION_KEYS = ("accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero", "key_block") + _STAGES
 

@@ -8,8 +8,14 @@
  *   BAD_STAGE_FORMAT      stages.score_accum 9, no dtype
  *   BAD_E5M2_ACCUM        stages.softmax_accum E5M2
  *   BAD_E4M3_ACCUM        stages.pv_accum E4M3
- *   BAD_Q8_0_Q_CAST       stages.q_cast 6 (Q8_0: not yet)
+ *   Q8_0_Q_CAST           (valid) stages.q_cast 6 (Q8_0, SPEC 1.2)
  *   BAD_Q4_0_Q_CAST       stages.q_cast 7 (Q4_0: never)
+ *   BAD_Q8_0_ACCUM        stages.softmax_accum Q8_0 (a K/V format only)
+ *   BAD_Q8_0_P_CAST       precision.p_cast Q8_0
+ *   BAD_Q4_0_S_CAST       s_cast Q4_0
+ *   BAD_BLOCK_DTYPE_BIT   dtypes has Q8_0's bit
+ *   BAD_BLOCK_Q_DTYPE     combos[1].q_dtype Q8_0
+ *   BAD_BLOCK_OUT         combos[1].out_dtype Q4_0
  *   BAD_Q_CAST_FORMAT     stages.q_cast 9
  *   BAD_FTZ               ftz_formats bit 4, unknown
  *   BAD_N_PATHS           n_paths 65
@@ -98,8 +104,8 @@ static int32_t last_path(void* ctx) {
 
 /* The descriptor's stages: the loosest of its paths' unless a defect says. */
 #define Q_CAST_BIT ATTNCHECK_STAGE_Q_CAST
-#if defined(BAD_Q8_0_Q_CAST)
-#define Q_CAST 6u
+#if defined(Q8_0_Q_CAST)
+#define Q_CAST ATTNCHECK_Q8_0
 #elif defined(BAD_Q4_0_Q_CAST)
 #define Q_CAST 7u
 #elif defined(BAD_Q_CAST_FORMAT)
@@ -121,6 +127,8 @@ static int32_t last_path(void* ctx) {
 #endif
 #if defined(BAD_E5M2_ACCUM)
 #define SOFTMAX ATTNCHECK_E5M2
+#elif defined(BAD_Q8_0_ACCUM)
+#define SOFTMAX ATTNCHECK_Q8_0
 #else
 #define SOFTMAX ATTNCHECK_F32
 #endif
@@ -129,6 +137,33 @@ static int32_t last_path(void* ctx) {
 #else
 #define PV ATTNCHECK_F32
 #endif
+#if defined(BAD_Q8_0_P_CAST)
+#define P_CAST ATTNCHECK_Q8_0
+#else
+#define P_CAST ATTNCHECK_F32
+#endif
+#if defined(BAD_Q4_0_S_CAST)
+#define S_CAST ATTNCHECK_Q4_0
+#else
+#define S_CAST ATTNCHECK_F32
+#endif
+#if defined(BAD_BLOCK_DTYPE_BIT)
+#define DTYPES ((1u << ATTNCHECK_F64) | (1u << ATTNCHECK_Q8_0))
+#else
+#define DTYPES (1u << ATTNCHECK_F64)
+#endif
+/* Combinations: f64 throughout, and f32 Q with q8_0 K/V (valid), unless a
+   defect puts a block format where only K/V takes one. */
+#if defined(BAD_BLOCK_Q_DTYPE)
+#define COMBO1 {ATTNCHECK_Q8_0, ATTNCHECK_Q8_0, ATTNCHECK_F32}
+#elif defined(BAD_BLOCK_OUT)
+#define COMBO1 {ATTNCHECK_F32, ATTNCHECK_Q4_0, ATTNCHECK_Q4_0}
+#else
+#define COMBO1 {ATTNCHECK_F32, ATTNCHECK_Q8_0, ATTNCHECK_F32}
+#endif
+static const attncheck_dtype_combo kCombos[] = {
+    {ATTNCHECK_F64, ATTNCHECK_F64, ATTNCHECK_F64}, COMBO1};
+
 #if defined(BAD_FTZ)
 #define FTZ (1u << 4)
 #else
@@ -150,13 +185,15 @@ static int32_t last_path(void* ctx) {
 static const attncheck_impl kImpls[] = {{
     .abi_version = ATTNCHECK_ABI_VERSION,
     .name = "bad_stages",
-    .dtypes = 1u << ATTNCHECK_F64,
+    .dtypes = DTYPES,
     .empty_rows = ATTNCHECK_EMPTY_ROW_ERROR,
-    .precision = {.accum = ATTNCHECK_F32, .p_cast = ATTNCHECK_F32},
+    .precision = {.accum = ATTNCHECK_F32, .p_cast = P_CAST},
     .forward = forward,
     .struct_size = sizeof(attncheck_impl),
-    .s_cast = ATTNCHECK_F32,
+    .s_cast = S_CAST,
     .ftz_formats = FTZ,
+    .n_combos = 2,
+    .combos = kCombos,
     .stages = {.set = Q_CAST_BIT | ATTNCHECK_STAGE_SCORE_ACCUM | ATTNCHECK_STAGE_SOFTMAX_ACCUM |
                       ATTNCHECK_STAGE_PV_ACCUM | EXTRA_BITS,
                .q_cast = Q_CAST, .score_accum = SCORE, .softmax_accum = SOFTMAX, .pv_accum = PV},
