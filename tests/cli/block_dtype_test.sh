@@ -17,16 +17,7 @@ refused() {
   local pattern=$1
   shift
   "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  local code=$?
-  if [[ $code -ne 2 ]]; then
-    fail "$*: exit $code, expected 2"
-  elif [[ $(wc -l <"$tmp/err") -ne 1 ]]; then
-    fail "$*: stderr is not one line:"
-    sed 's/^/  | /' "$tmp/err"
-  elif ! grep -q -- "$pattern" "$tmp/err"; then
-    fail "$*: stderr does not say '$pattern':"
-    sed 's/^/  | /' "$tmp/err"
-  fi
+  refused_with_one_line "$*" $? "$tmp/err" -- "$pattern"
 }
 
 refused "q is q8_0, a block format for K/V only" check --impl loop_f64 --dtype q=q8_0,kv=q8_0,out=f32

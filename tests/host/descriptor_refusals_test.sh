@@ -20,16 +20,8 @@ refused() {
   local defect=$1 pattern=$2
   local plugin=$dir/libplugin_stages_$defect.so
   "$bin" list --plugin "$plugin" >"$tmp/out" 2>"$tmp/err"
-  local code=$?
-  if [[ $code -ne 2 ]]; then
-    fail "$defect: exit $code, expected 2"
-  elif [[ $(wc -l <"$tmp/err") -ne 1 ]]; then
-    fail "$defect: stderr is not one line:"
-    sed 's/^/  | /' "$tmp/err"
-  elif ! grep -qF -- "$plugin: descriptor 0 (name 'bad_stages'): $pattern" "$tmp/err"; then
-    fail "$defect: stderr does not say '$pattern':"
-    sed 's/^/  | /' "$tmp/err"
-  fi
+  refused_with_one_line "$defect" $? "$tmp/err" -F -- \
+    "$plugin: descriptor 0 (name 'bad_stages'): $pattern"
 }
 
 # listed BUILD: `list --plugin` of BUILD exits 0 and lists bad_stages.
