@@ -212,13 +212,14 @@ class IsolatedImpl : public IsolatedImplementation {
 
   // Starts the worker and waits until it has built the implementation,
   // within kWallTimeoutFactor x the CPU limit of wall time (as a plugin's
-  // loading), so that its start-up never counts against a call's limit.
+  // loading) and at least kMinStartUpWallMs, so that its start-up never
+  // counts against a call's limit.
   void start_worker(const char* what, double cpu_limit) const {
     make_room();
     worker_.start(mode_, info_.name, path_, command_ ? &*command_ : nullptr,
                   worker_memory_limit_mb(options_.memory_limit_mb));
-    auto result = exchange(worker_, nullptr, {0, kWallTimeoutFactor * cpu_limit}, "start-up",
-                           kMaxDescribeReplyBytes);
+    const double wall = std::max(kWallTimeoutFactor * cpu_limit, kMinStartUpWallMs);
+    auto result = exchange(worker_, nullptr, {0, wall}, "start-up", kMaxDescribeReplyBytes);
     std::string why;
     if (const auto* death = std::get_if<Death>(&result)) {
       if (death->kind == Death::Kind::cancelled) throw Cancelled();

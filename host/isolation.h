@@ -43,6 +43,15 @@ class ImplementationDied : public std::runtime_error {
 /// used less than kBlockedCpuShare of that wall time in CPU time.
 inline constexpr int64_t kWallTimeoutFactor = 10;
 
+/// A worker's start-up before a call (exec, the program's static set-up, a
+/// plugin's loading) may take kWallTimeoutFactor x the call's CPU limit of
+/// wall time, and never less than this: a start-up is no call, and at a
+/// --timeout-ms of 10 the factor alone left 100 ms, which a sanitizer
+/// build's start-up under ctest -j2 on a loaded machine passed
+/// (Isolation.TheCpuLimitCountsFromTheDecodedRequest failed as a hang).
+/// A start-up that hangs is still stopped, 2 s later at most.
+inline constexpr double kMinStartUpWallMs = 2000;
+
 /// A runnable process on a machine with load L on N cores gets about N / L
 /// of a core, so a slow call on a loaded machine (a sanitizer build under
 /// ctest -j2, L of 8 on 2 cores: a share of 0.25) is never taken for a
