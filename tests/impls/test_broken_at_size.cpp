@@ -1,5 +1,6 @@
 // The size-dependent broken implementations (size_dependent_twins.h): each passes every property of the catalog on the
-// small problems the generators draw today (thorough profile, seed 1), and
+// small problems the generators draw today (seed 1; thorough profile for
+// the property made to catch it, the CI profile for the others), and
 // each is wrong, beyond the SPEC 4 tolerance of the oracle, on a hand-built
 // problem of the size where its bug lives, while right just below that
 // size and while loop_f64 is right on the same problem.
@@ -59,10 +60,16 @@ std::vector<SmallCase> small_cases() {
   return cases;
 }
 
-RunConfig small_config() {
+// The property made to catch the twin gets the thorough profile: that it
+// misses the bug on small problems even with ten times the CI cases, on
+// larger problems, is the claim that size, not luck, is what catches it.
+// The rest of the catalog (the twin has one bug, not two) runs at the CI
+// profile, the one `check` and ci/test use: at thorough this suite was
+// about a third of build/'s ctest time on 2 cores.
+RunConfig small_config(bool made_to_catch) {
   RunConfig c;
   c.seed = 1;
-  c.profile = Profile::thorough;
+  c.profile = made_to_catch ? Profile::thorough : Profile::ci;
   c.real_sizes = false;  // today's small problems only
   return c;
 }
@@ -73,14 +80,16 @@ TEST_P(SizeDependentTwinOnSmallProblems, IsNotCaught) {
   const SmallCase& c = GetParam();
   const PropertyDef* prop = find_property(c.property);
   ASSERT_NE(prop, nullptr);
-  const PropertyOutcome o = run_property(*prop, *impl(c.impl), c.dtype, small_config());
+  const bool made_to_catch = c.property == impl(c.impl)->info().caught_by;
+  const PropertyOutcome o =
+      run_property(*prop, *impl(c.impl), c.dtype, small_config(made_to_catch));
   std::cout << status_name(o.status) << " (" << o.cases << " cases): "
             << o.message.substr(0, o.message.find('\n')) << "\n";
   ASSERT_TRUE(o.status == PropertyStatus::passed || o.status == PropertyStatus::skipped)
       << status_name(o.status) << "\n" << o.message;
   // The property made to catch it runs (is not skipped), so passing says
   // something.
-  if (c.property == impl(c.impl)->info().caught_by) {
+  if (made_to_catch) {
     EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
     EXPECT_GT(o.cases, 0);
   }
