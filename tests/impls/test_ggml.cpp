@@ -210,6 +210,35 @@ TEST(GgmlBlocks, QIsQuantizedToQ8_0) {
   }
 }
 
+// What ggml computes where attncheck's tolerance fails it (docs/ggml.md,
+// "A gap in attncheck's tolerance"; the fixture
+// fixtures/ggml/attncheck-gap/q8_0-logit-error-past-linearisation.json): a
+// q4_0 key scored against q = (24, 3, 0, ...) and a sink of 0. Q's q8_0
+// block has d = f16(24 / 127) = 0.188964844 and integers (127, 16), so
+// q.k = d (127 * -32 + 16 * 224) = -90.703125 instead of -96: the output
+// is 32768 e^s / (1 + e^s) at that score, 199.7 times the exact one. That
+// is the declared arithmetic (q_cast Q8_0), on both graphs; the linear
+// bound a_j D_j on the weight (D_j = 25 here) does not hold it.
+TEST(GgmlBlocks, Q8_0LogitErrorPastLinearisationIsGgmlsDeclaredArithmetic) {
+  Problem p = problem(DType::q4_0, 1, 1, 32, 32);
+  p.q.at(0, 0, 0, 0) = 24.0;
+  p.q.at(0, 0, 0, 1) = 3.0;
+  p.k.at(0, 0, 0, 0) = -32.0;
+  p.k.at(0, 0, 0, 1) = 224.0;
+  p.v.at(0, 0, 0, 0) = 32768.0;
+  p.sink = {0.0};
+  const double d = std::ldexp(1548.0, -13);  // f16(24 / 127): 24 / 127 = 1548.09 * 2^-13
+  const double score = d * (127 * -32 + 16 * 224);
+  EXPECT_EQ(score, -90.703125);
+  const double declared = 32768.0 * std::exp(score) / (1 + std::exp(score));
+  const double exact = 32768.0 * std::exp(-96.0) / (1 + std::exp(-96.0));
+  EXPECT_GT(declared / exact, 199.0);
+  for (const std::string name : {"ggml_fa_q4_0", "ggml_softmax_q4_0"}) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(run(name, p).out[0], declared, 1e-5 * declared);
+  }
+}
+
 // ---- Findings (docs/ggml.md), recomputed ----
 
 // F1. The f16 P.V accumulator overflows: two keys of value 32768 with
