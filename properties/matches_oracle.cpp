@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -125,6 +126,11 @@ Case draw_extreme(CaseContext& ctx) {
   const auto [lo, hi] = extreme_exponents(ctx.info().precision);
   if (max_abs_score(p) == 0) {  // small cases are all zeros: give them a score
     p.q.at(0, 0, 0, 0) = 1;
+    // A block-quantized K holds the 1 only in a block of its own: the other
+    // values of that block (drawn while q was zero) need not be integers
+    // times any scale that also gives 1 (SPEC 1.2), so they become 0.
+    if (is_block_format(p.kv_dtype.value_or(p.dtype)))
+      for (int64_t d = 1; d < std::min(p.dk, kBlockValues); ++d) p.k.at(0, 0, 0, d) = 0;
     p.k.at(0, 0, 0, 0) = 1;
   }
   const double m = max_abs_score(p);

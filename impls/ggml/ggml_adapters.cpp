@@ -5,6 +5,8 @@
 //   ggml_fa_{f16,bf16,f32}[_mt|_ref]   ggml_flash_attn_ext (llama.cpp -fa on)
 //   ggml_softmax_{f16,bf16,f32}[_mt]   mul_mat, ggml_soft_max_ext, mul_mat
 //                                      (llama.cpp -fa off)
+//   ggml_fa_{q8_0,q4_0}                the same with block-quantized K/V
+//   ggml_softmax_{q8_0,q4_0}           (-ctk q8_0 -ctv q8_0, SPEC 1.2)
 //
 // The suffix is the K/V cache format (-ctk / -ctv); Q and the output are
 // f32, as llama.cpp's graph has them (the combination q=f32,kv=F,out=f32).
@@ -12,6 +14,10 @@
 // threads and, in decode, the keys: 3 makes chunks of unequal length).
 // _ref: one thread with the CPU backend's reference flag (cplan.use_ref,
 // ggml_backend_cpu_set_use_ref), which forces flash attention's vec path.
+// The block formats have neither: ggml's flash attention takes the vec
+// path for them whatever the threads or the flag (its tiled and split_kv
+// paths need f16 or f32 K/V), and threads only split whole query rows, so
+// _mt and _ref would compute what the one-thread adapter computes.
 //
 // Every feature ggml's attention has: key padding, causal (either
 // alignment), windows, explicit masks and a bias, all through its additive
@@ -47,6 +53,20 @@
 //   (ggml_v_expf within 3 ulps, the sum in double, one pass), P converted
 //   to V's vec_dot_type by the second mul_mat (p_cast = kv), P.V summed as
 //   the first.
+// - q8_0 / q4_0 K/V, flash attention (vec path only): Q quantized to q8_0,
+//   K's vec_dot_type for both (quantize_row_q8_0, arch/x86/quants.c: d =
+//   amax / 127 stored as f16, integers round(x * 127 / amax)): q_cast =
+//   kv, which SPEC 1.2 reads as Q8_0; q.k by ggml_vec_dot_q8_0_q8_0 /
+//   _q4_0_q8_0, exact integer sums per block times the f16 scales' product
+//   (exact in f32), summed in f32; V dequantized to f32 (v_to_float, exact)
+//   and accumulated in VKQ32 with ggml_vec_mad_f32: pv_accum f32, as for
+//   bf16 V; softmax as above (expf, key_block 1).
+// - q8_0 / q4_0, soft_max graph: mul_mat(k, q) quantizes Q to q8_0 (the
+//   same quantize_row_q8_0) and sums as the flash path does, or in
+//   llamafile's tinyBLAS_Q0 (f32 fma of the same block products); V is
+//   dequantized to f32 in the graph (ggml_graph.cpp: llama.cpp has no
+//   quantized V without flash attention), so P stays f32 (no p_cast) and
+//   P.V is an f32 product.
 
 #include <memory>
 #include <string>
@@ -138,8 +158,11 @@ PrecisionTraits tiled_precision() {
 
 PrecisionTraits softmax_graph_precision(DType kv) {
   PrecisionTraits t = vec_dot_precision(kv);
-  t.pv_accum = dot_accum(kv);
-  t.p_cast = kv;
+  // The format V enters the second mul_mat in: block V is dequantized to
+  // f32 first (ggml_graph.cpp).
+  const DType v_format = is_block_format(kv) ? DType::f32 : kv;
+  t.pv_accum = dot_accum(v_format);
+  t.p_cast = v_format;
   t.exp_ulps = kVExpfUlps;
   t.accum = kv == DType::f16 && f16_dot_sums_in_f16() ? DType::f16 : DType::f32;
   return t;
@@ -158,7 +181,8 @@ ImplInfo adapter_info(std::string name, const GgmlSetup& s, std::string descript
     return info;
   }
   info.paths.push_back({kPathVec, vec_precision(s.kv)});
-  if (s.kv != DType::bf16 && !s.use_ref) {
+  // ggml's tiled and split_kv paths take f16 or f32 K/V only (flash_path).
+  if ((s.kv == DType::f16 || s.kv == DType::f32) && !s.use_ref) {
     info.paths.push_back({kPathTiled, tiled_precision()});
     info.paths.push_back({kPathSplitKv, vec_precision(s.kv)});
   }
@@ -191,9 +215,23 @@ bool register_format(DType kv, const char* suffix) {
   return true;
 }
 
+// Registers the adapters of one block format: one thread each (see the
+// top: more threads or use_ref compute the same).
+bool register_block_format(DType kv, const char* suffix) {
+  const std::string fmt(dtype_name(kv));
+  register_impl(make(std::string("ggml_fa_") + suffix, {Graph::flash, kv, 1, false},
+                     "ggml_flash_attn_ext, Q f32 (quantized to q8_0 by ggml), K/V " + fmt +
+                         ", 1 thread"));
+  register_impl(make(std::string("ggml_softmax_") + suffix, {Graph::softmax, kv, 1, false},
+                     "mul_mat + ggml_soft_max_ext + mul_mat, Q f32 (quantized to q8_0 by ggml), "
+                     "K " + fmt + ", V " + fmt + " dequantized to f32 in the graph, 1 thread"));
+  return true;
+}
+
 [[maybe_unused]] const bool kRegistered =
     register_format(DType::f16, "f16") && register_format(DType::bf16, "bf16") &&
-    register_format(DType::f32, "f32");
+    register_format(DType::f32, "f32") && register_block_format(DType::q8_0, "q8_0") &&
+    register_block_format(DType::q4_0, "q4_0");
 
 }  // namespace
 }  // namespace attncheck::impls::ggml_adapters

@@ -2,16 +2,20 @@
 
 #include "ggml_origin.h"  // generated: ATTNCHECK_GGML_ORIGIN
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
 #include <ggml-cpu.h>
 #include <ggml.h>
+
+#include "attncheck/dtype_blocks.h"
 
 namespace attncheck::impls::ggml_adapters {
 namespace {
@@ -21,6 +25,8 @@ ggml_type ggml_type_of(DType d) {
     case DType::f16: return GGML_TYPE_F16;
     case DType::bf16: return GGML_TYPE_BF16;
     case DType::f32: return GGML_TYPE_F32;
+    case DType::q8_0: return GGML_TYPE_Q8_0;
+    case DType::q4_0: return GGML_TYPE_Q4_0;
     default: throw std::invalid_argument("ggml adapters: no K/V format " + std::string(dtype_name(d)));
   }
 }
@@ -49,6 +55,22 @@ void store(ggml_tensor* t, size_t index, double x) {
       break;
     default: throw std::logic_error("ggml adapters: tensor type");
   }
+}
+
+// Writes `values` as row `row` of a contiguous tensor whose rows hold
+// values.size() elements: element by element (store), or for q8_0 / q4_0
+// block by block in ggml's layout, the canonical block of each 32 values
+// (encode_values, which throws naming the values when no block holds them:
+// a problem that validates has none such).
+void store_row(ggml_tensor* t, DType format, size_t row, std::span<const double> values) {
+  if (!is_block_format(format)) {
+    for (size_t d = 0; d < values.size(); ++d) store(t, row * values.size() + d, values[d]);
+    return;
+  }
+  const size_t row_bytes = ggml_row_size(t->type, static_cast<int64_t>(values.size()));
+  auto* at = static_cast<unsigned char*>(t->data) + row * row_bytes;
+  for (size_t start = 0; start < values.size(); start += kBlockValues, at += block_bytes(format))
+    encode_values(format, values.subspan(start, kBlockValues), at);
 }
 
 // The constraints of SPEC 1 (key padding, causal, window, explicit mask)
@@ -121,8 +143,14 @@ const char* flash_path(const Problem& p, const GgmlSetup& s) {
 ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPath>& paths) {
   init_once();
   const ggml_type kv_type = ggml_type_of(s.kv);
+  const bool blocks = is_block_format(s.kv);
   const int64_t B = p.batch, H = p.heads, G = p.kv_heads;
   const bool softcap = p.softcap > 0;
+  // V stored transposed: the soft_max graph of an element format, as
+  // llama.cpp's cache keeps V without flash attention (v_trans). A block
+  // format cannot be transposed (its blocks run along dv): the soft_max
+  // graph keeps V in rows of dv and dequantizes and transposes it itself.
+  const bool v_trans = s.graph == Graph::softmax && !blocks;
 
   // Memory for every tensor's data, their headers and the graph's.
   const size_t f32 = sizeof(float);
@@ -132,9 +160,11 @@ ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPa
                  static_cast<size_t>(B * H * p.tq * p.tk) * sizeof(ggml_fp16_t) +
                  static_cast<size_t>(H) * f32 + static_cast<size_t>(B * H * p.tq * p.dv) * f32;
   // The soft_max graph's score tensors: kq, the soft_max, and with a
-  // softcap the scale, tanh and scale between them.
+  // softcap the scale, tanh and scale between them; with block V, V in f32
+  // and its transposed copy.
   if (s.graph == Graph::softmax) {
     bytes += static_cast<size_t>(B * H * p.tq * p.tk) * f32 * (softcap ? 5 : 2);
+    if (blocks) bytes += static_cast<size_t>(B * G * p.tk * p.dv) * f32 * 2;
   }
   bytes += 32 * ggml_tensor_overhead() + ggml_graph_overhead() + (1u << 20);
   ggml_init_params params{bytes, nullptr, false};
@@ -145,11 +175,9 @@ ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPa
   // q [dk][tq][H][B] in ggml's ne order is attncheck's [B][H][tq][dk].
   ggml_tensor* q = ggml_new_tensor_4d(c, GGML_TYPE_F32, p.dk, p.tq, H, B);
   ggml_tensor* k = ggml_new_tensor_4d(c, kv_type, p.dk, p.tk, G, B);
-  // V: rows of dv for flash attention; transposed, [tk] rows of each of dv,
-  // for the soft_max graph (llama.cpp's cache keeps V so without flash
-  // attention: v_trans).
-  ggml_tensor* v = s.graph == Graph::flash ? ggml_new_tensor_4d(c, kv_type, p.dv, p.tk, G, B)
-                                           : ggml_new_tensor_4d(c, kv_type, p.tk, p.dv, G, B);
+  ggml_tensor* v = v_trans ? ggml_new_tensor_4d(c, kv_type, p.tk, p.dv, G, B)
+                           : ggml_new_tensor_4d(c, kv_type, p.dv, p.tk, G, B);
+  std::vector<double> row(static_cast<size_t>(std::max(p.dk, p.dv)));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < p.tq; ++i)
@@ -157,14 +185,16 @@ ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPa
           store(q, static_cast<size_t>(((b * H + h) * p.tq + i) * p.dk + d), p.q_at(b, h, i, d));
     for (int64_t g = 0; g < G; ++g)
       for (int64_t j = 0; j < p.tk; ++j) {
-        for (int64_t d = 0; d < p.dk; ++d)
-          store(k, static_cast<size_t>(((b * G + g) * p.tk + j) * p.dk + d), p.k_at(b, g, j, d));
-        for (int64_t d = 0; d < p.dv; ++d) {
-          const size_t at = s.graph == Graph::flash
-                                ? static_cast<size_t>(((b * G + g) * p.tk + j) * p.dv + d)
-                                : static_cast<size_t>(((b * G + g) * p.dv + d) * p.tk + j);
-          store(v, at, p.v_at(b, g, j, d));
+        const size_t r = static_cast<size_t>((b * G + g) * p.tk + j);
+        for (int64_t d = 0; d < p.dk; ++d) row[static_cast<size_t>(d)] = p.k_at(b, g, j, d);
+        store_row(k, s.kv, r, std::span<const double>(row).first(static_cast<size_t>(p.dk)));
+        if (v_trans) {
+          for (int64_t d = 0; d < p.dv; ++d)
+            store(v, static_cast<size_t>(((b * G + g) * p.dv + d) * p.tk + j), p.v_at(b, g, j, d));
+          continue;
         }
+        for (int64_t d = 0; d < p.dv; ++d) row[static_cast<size_t>(d)] = p.v_at(b, g, j, d);
+        store_row(v, s.kv, r, std::span<const double>(row).first(static_cast<size_t>(p.dv)));
       }
   }
   ggml_tensor* mask = nullptr;
@@ -196,7 +226,13 @@ ForwardResult run(const Problem& p, const GgmlSetup& s, const std::vector<ImplPa
     }
     kq = ggml_soft_max_ext(c, kq, mask, softmax_scale, 0.0f);
     if (sinks) ggml_soft_max_add_sinks(kq, sinks);
-    out = ggml_mul_mat(c, v, kq);  // [dv][tq][H][B]
+    // Block V: dequantized to f32 in the graph (exact: an f16 scale times
+    // an integer of at most 8 bits has at most 19 significant bits), then
+    // transposed into [tk] rows. llama.cpp refuses a quantized V cache
+    // without flash attention; this is the nearest graph that keeps V's
+    // values (an f16 copy would round them). P then stays in f32.
+    ggml_tensor* vt = blocks ? ggml_cont(c, ggml_transpose(c, ggml_cast(c, v, GGML_TYPE_F32))) : v;
+    out = ggml_mul_mat(c, vt, kq);  // [dv][tq][H][B]
   }
 
   ggml_cgraph* graph = ggml_new_graph(c);

@@ -22,7 +22,10 @@ enum class Graph {
   flash,
   /// mul_mat(k, q); softcap as scale, tanh, scale; ggml_soft_max_ext(kq,
   /// mask, scale, 0) with ggml_soft_max_add_sinks; mul_mat(v^T, kq)
-  /// (llama.cpp's -fa off, V stored transposed as its cache keeps it).
+  /// (llama.cpp's -fa off, V stored transposed as its cache keeps it; a
+  /// q8_0 / q4_0 V, which llama.cpp allows only with flash attention, is
+  /// stored in rows of dv and dequantized to f32 and transposed in the
+  /// graph: ggml_cast, ggml_transpose, ggml_cont).
   softmax,
 };
 
@@ -30,7 +33,7 @@ enum class Graph {
 /// the CPU backend's reference flag (cplan.use_ref) is set.
 struct GgmlSetup {
   Graph graph = Graph::flash;
-  DType kv = DType::f16;  ///< f16, bf16 or f32
+  DType kv = DType::f16;  ///< f16, bf16, f32, q8_0 or q4_0
   int threads = 1;
   bool use_ref = false;
 };

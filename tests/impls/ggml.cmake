@@ -15,6 +15,11 @@ foreach(format f16 bf16 f32)
   list(APPEND ATTNCHECK_GGML_ADAPTERS ggml_fa_${format} ggml_fa_${format}_mt ggml_fa_${format}_ref
     ggml_softmax_${format} ggml_softmax_${format}_mt)
 endforeach()
+# Block-quantized K/V: one thread each (ggml_adapters.cpp: more threads or
+# use_ref compute the same for these formats).
+foreach(format q8_0 q4_0)
+  list(APPEND ATTNCHECK_GGML_ADAPTERS ggml_fa_${format} ggml_softmax_${format})
+endforeach()
 foreach(adapter IN LISTS ATTNCHECK_GGML_ADAPTERS)
   add_test(NAME ggml.check.${adapter}
     COMMAND attncheck check --impl ${adapter}

@@ -35,9 +35,11 @@ std::shared_ptr<const Implementation> impl(const std::string& name) {
 GgmlSetup setup_of(const std::string& name) {
   GgmlSetup s;
   s.graph = name.starts_with("ggml_fa_") ? Graph::flash : Graph::softmax;
-  s.kv = name.find("bf16") != std::string::npos  ? DType::bf16
-         : name.find("f16") != std::string::npos ? DType::f16
-                                                 : DType::f32;
+  s.kv = name.find("bf16") != std::string::npos   ? DType::bf16
+         : name.find("f16") != std::string::npos  ? DType::f16
+         : name.find("q8_0") != std::string::npos ? DType::q8_0
+         : name.find("q4_0") != std::string::npos ? DType::q4_0
+                                                  : DType::f32;
   s.threads = name.ends_with("_mt") ? 3 : 1;
   s.use_ref = name.ends_with("_ref");
   return s;
@@ -151,6 +153,90 @@ TEST(GgmlDispatch, Bf16HasOnePath) {
   EXPECT_EQ(impl("ggml_fa_bf16")->info().paths.size(), 1u);
   EXPECT_EQ(impl("ggml_fa_f16_ref")->info().paths.size(), 1u);
   EXPECT_EQ(impl("ggml_fa_f16")->info().paths.size(), 3u);
+}
+
+// ---- Block-quantized K/V (q8_0, q4_0) ----
+
+// ggml's flash attention takes the vec path for block K/V whatever the
+// shape (tiled and split_kv need f16 or f32 K/V): one declared path, and
+// flash_path says vec where f16 would tile or split.
+TEST(GgmlBlocks, FlashAttentionHasOnlyTheVecPath) {
+  for (const std::string name : {"ggml_fa_q8_0", "ggml_fa_q4_0"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(impl(name)->info().paths.size(), 1u);
+    const GgmlSetup s = setup_of(name);
+    EXPECT_STREQ(flash_path(problem(s.kv, 64, 64, 32, 32), s), impls::ggml_adapters::kPathVec);
+    EXPECT_STREQ(flash_path(problem(s.kv, 1, 512, 32, 32), s), impls::ggml_adapters::kPathVec);
+  }
+}
+
+// The block bytes reach ggml as SPEC 1.2 lays them out: with one key the
+// weight is exactly 1 on both graphs, so the output is V's row exactly.
+// Two blocks of different scales (one negative), every integer of q4_0
+// once per half-block (nibble order) and q8_0's extremes.
+TEST(GgmlBlocks, OneKeyReturnsTheBlockValues) {
+  for (const std::string name : {"ggml_fa_q8_0", "ggml_fa_q4_0", "ggml_softmax_q8_0",
+                                 "ggml_softmax_q4_0"}) {
+    SCOPED_TRACE(name);
+    const GgmlSetup s = setup_of(name);
+    Problem p = problem(s.kv, 1, 1, 32, 64);
+    for (int64_t d = 0; d < 64; ++d) {
+      const int n = s.kv == DType::q4_0 ? static_cast<int>(d % 16) - 8
+                    : d == 0            ? -128
+                    : d == 1            ? 127
+                                        : static_cast<int>(d) * 3 - 100;
+      p.v.at(0, 0, 0, d) = (d < 32 ? 0.5 : -3.0) * n;
+    }
+    const ForwardResult r = run(name, p);
+    for (int64_t d = 0; d < 64; ++d)
+      EXPECT_EQ(r.out[static_cast<size_t>(d)], p.v.at(0, 0, 0, d)) << d;
+  }
+}
+
+// Q is quantized to q8_0 before q.k on both graphs (SPEC 4.1 q_cast
+// Q8_0): q = (1, 2^-8, 0, ...) has block scale 1/127, and 2^-8 * 127 =
+// 0.496 rounds to 0. Key 0 = (0, 256, 0, ...) then scores 0 instead of 1
+// (key 1 scores 0): values 1 and 0 give 1/2, not e / (1 + e) = 0.731.
+TEST(GgmlBlocks, QIsQuantizedToQ8_0) {
+  for (const std::string name : {"ggml_fa_q8_0", "ggml_fa_q4_0", "ggml_softmax_q8_0",
+                                 "ggml_softmax_q4_0"}) {
+    SCOPED_TRACE(name);
+    Problem p = problem(setup_of(name).kv, 1, 2, 32, 32);
+    p.q.at(0, 0, 0, 0) = 1.0;
+    p.q.at(0, 0, 0, 1) = std::ldexp(1.0, -8);
+    p.k.at(0, 0, 0, 1) = 256.0;
+    for (int64_t d = 0; d < 32; ++d) p.v.at(0, 0, 0, d) = 1.0;
+    EXPECT_EQ(run(name, p).out[0], 0.5);
+  }
+}
+
+// What ggml computes where attncheck's tolerance fails it (docs/ggml.md,
+// "A gap in attncheck's tolerance"; the fixture
+// fixtures/ggml/attncheck-gap/q8_0-logit-error-past-linearisation.json): a
+// q4_0 key scored against q = (24, 3, 0, ...) and a sink of 0. Q's q8_0
+// block has d = f16(24 / 127) = 0.188964844 and integers (127, 16), so
+// q.k = d (127 * -32 + 16 * 224) = -90.703125 instead of -96: the output
+// is 32768 e^s / (1 + e^s) at that score, 199.7 times the exact one. That
+// is the declared arithmetic (q_cast Q8_0), on both graphs; the linear
+// bound a_j D_j on the weight (D_j = 25 here) does not hold it.
+TEST(GgmlBlocks, Q8_0LogitErrorPastLinearisationIsGgmlsDeclaredArithmetic) {
+  Problem p = problem(DType::q4_0, 1, 1, 32, 32);
+  p.q.at(0, 0, 0, 0) = 24.0;
+  p.q.at(0, 0, 0, 1) = 3.0;
+  p.k.at(0, 0, 0, 0) = -32.0;
+  p.k.at(0, 0, 0, 1) = 224.0;
+  p.v.at(0, 0, 0, 0) = 32768.0;
+  p.sink = {0.0};
+  const double d = std::ldexp(1548.0, -13);  // f16(24 / 127): 24 / 127 = 1548.09 * 2^-13
+  const double score = d * (127 * -32 + 16 * 224);
+  EXPECT_EQ(score, -90.703125);
+  const double declared = 32768.0 * std::exp(score) / (1 + std::exp(score));
+  const double exact = 32768.0 * std::exp(-96.0) / (1 + std::exp(-96.0));
+  EXPECT_GT(declared / exact, 199.0);
+  for (const std::string name : {"ggml_fa_q4_0", "ggml_softmax_q4_0"}) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(run(name, p).out[0], declared, 1e-5 * declared);
+  }
 }
 
 // ---- Findings (docs/ggml.md), recomputed ----
