@@ -75,7 +75,7 @@ std::vector<unsigned char> encode_rows(const Problem& p, DType kv, bool values) 
 
 // Q row quantized to q8_0 as ggml does (quantize_row_q8_0_ref), kept as
 // its bytes' parts: the stored f16 scales in float and the integers.
-std::vector<ReadBlock> quantize_query(const std::vector<float>& q, const QuantKvBugs& bugs) {
+std::vector<ReadBlock> quantize_query(const std::vector<float>& q) {
   const auto nb = static_cast<int64_t>(q.size()) / kBlockValues;
   std::vector<ReadBlock> blocks(static_cast<size_t>(nb));
   std::array<double, kBlockValues> x{};
@@ -87,9 +87,6 @@ std::vector<ReadBlock> quantize_query(const std::vector<float>& q, const QuantKv
     r.d = static_cast<float>(qb.scale);
     for (int t = 0; t < kBlockValues; ++t) r.n[static_cast<size_t>(t)] = qb.ints[static_cast<size_t>(t)];
   }
-  if (bugs.q_scale_from_next_block)
-    for (int64_t c = 0; c + 1 < nb; ++c)
-      blocks[static_cast<size_t>(c)].d = blocks[static_cast<size_t>(c + 1)].d;
   return blocks;
 }
 
@@ -122,7 +119,7 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
       for (int64_t i = 0; i < p.tq; ++i) {
         for (int64_t t = 0; t < p.dk; ++t) q[static_cast<size_t>(t)] = static_cast<float>(p.q_at(b, h, i, t));
         std::vector<ReadBlock> qb;
-        if (o.quantize_q) qb = quantize_query(q, o.bugs);
+        if (o.quantize_q) qb = quantize_query(q);
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < p.tk; ++j) {
           const auto jj = static_cast<size_t>(j);
@@ -137,7 +134,8 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
               const ReadBlock& y = qb[static_cast<size_t>(c)];
               int sum = 0;
               for (int t = 0; t < kBlockValues; ++t) sum += kb.n[static_cast<size_t>(t)] * y.n[static_cast<size_t>(t)];
-              dot += static_cast<float>(sum) * (kb.d * y.d);
+              const float dq = o.bugs.q_scale_from_k_block ? kb.d : y.d;
+              dot += static_cast<float>(sum) * (kb.d * dq);
             } else {
               for (int t = 0; t < kBlockValues; ++t)
                 dot += q[static_cast<size_t>(c * kBlockValues + t)] *

@@ -20,9 +20,9 @@ struct QuantKvBugs {
   /// K and V block c of a row scaled by the f16 scale of block c + 1 of
   /// the same row (the last block by its own): an index off by one.
   bool kv_scale_from_next_block = false;
-  /// Q's q8_0 block c scaled by the scale of Q's block c + 1 (the last by
-  /// its own).
-  bool q_scale_from_next_block = false;
+  /// Each q8_0 block sum scaled by d_k * d_k: Q's block scale read from
+  /// K's block of the same index (ggml's x[ib].d for y[ib].d).
+  bool q_scale_from_k_block = false;
   /// q4_0: the nibble taken as the integer, without its -8 offset.
   bool q4_offset_forgotten = false;
   /// A K or V row of several blocks loses its last block (a loop bound of
