@@ -132,8 +132,8 @@ std::vector<double> share_block_scales(Problem& p, bool values, int levels, int 
   std::vector<double> scales(columns, 1.0);
   for (size_t c = 0; c < columns; ++c) {
     if (largest[c] == 0) continue;
-    scales[c] = std::clamp(round_to(DType::f16, std::min(largest[c] / unit, max_finite(DType::f16))),
-                           smallest, max_finite(DType::f16));
+    const double wanted = std::min(largest[c] / unit, max_finite(DType::f16));
+    scales[c] = std::clamp(round_to(DType::f16, wanted), smallest, max_finite(DType::f16));
   }
   for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
     for (int64_t d = 0; d < width; ++d) {

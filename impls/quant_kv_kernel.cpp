@@ -62,11 +62,12 @@ std::vector<unsigned char> encode_rows(const Problem& p, DType kv, bool values) 
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t j = 0; j < p.tk; ++j) {
-        unsigned char* row = out.data() + static_cast<size_t>((b * p.kv_heads + g) * p.tk + j) * row_bytes;
+        unsigned char* row =
+            out.data() + static_cast<size_t>((b * p.kv_heads + g) * p.tk + j) * row_bytes;
         for (int64_t c = 0; c < width / kBlockValues; ++c) {
           for (int64_t t = 0; t < kBlockValues; ++t)
-            block[static_cast<size_t>(t)] =
-                values ? p.v_at(b, g, j, c * kBlockValues + t) : p.k_at(b, g, j, c * kBlockValues + t);
+            block[static_cast<size_t>(t)] = values ? p.v_at(b, g, j, c * kBlockValues + t)
+                                                   : p.k_at(b, g, j, c * kBlockValues + t);
           encode_values(kv, block, row + static_cast<size_t>(c) * block_bytes(kv));
         }
       }
@@ -85,7 +86,8 @@ std::vector<ReadBlock> quantize_query(const std::vector<float>& q) {
     const Block qb = round_block(DType::q8_0, x);
     ReadBlock& r = blocks[static_cast<size_t>(c)];
     r.d = static_cast<float>(qb.scale);
-    for (int t = 0; t < kBlockValues; ++t) r.n[static_cast<size_t>(t)] = qb.ints[static_cast<size_t>(t)];
+    for (int t = 0; t < kBlockValues; ++t)
+      r.n[static_cast<size_t>(t)] = qb.ints[static_cast<size_t>(t)];
   }
   return blocks;
 }
@@ -115,9 +117,12 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
-      const auto row_of = [&](int64_t j) { return static_cast<size_t>((b * p.kv_heads + g) * p.tk + j); };
+      const auto row_of = [&](int64_t j) {
+        return static_cast<size_t>((b * p.kv_heads + g) * p.tk + j);
+      };
       for (int64_t i = 0; i < p.tq; ++i) {
-        for (int64_t t = 0; t < p.dk; ++t) q[static_cast<size_t>(t)] = static_cast<float>(p.q_at(b, h, i, t));
+        for (int64_t t = 0; t < p.dk; ++t)
+          q[static_cast<size_t>(t)] = static_cast<float>(p.q_at(b, h, i, t));
         std::vector<ReadBlock> qb;
         if (o.quantize_q) qb = quantize_query(q);
         float m = -std::numeric_limits<float>::infinity();
@@ -133,7 +138,8 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
               // vec_dot_q8_0_q8_0: the integer sum times d_q * d_k in float.
               const ReadBlock& y = qb[static_cast<size_t>(c)];
               int sum = 0;
-              for (int t = 0; t < kBlockValues; ++t) sum += kb.n[static_cast<size_t>(t)] * y.n[static_cast<size_t>(t)];
+              for (int t = 0; t < kBlockValues; ++t)
+                sum += kb.n[static_cast<size_t>(t)] * y.n[static_cast<size_t>(t)];
               const float dq = o.bugs.q_scale_from_k_block ? kb.d : y.d;
               dot += static_cast<float>(sum) * (kb.d * dq);
             } else {
@@ -168,7 +174,8 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
                   a[jj] * (vb.d * static_cast<float>(vb.n[static_cast<size_t>(t)]));
           }
         }
-        for (int64_t d = 0; d < p.dv; ++d) r.out[out_index(p, b, h, i, d)] = acc[static_cast<size_t>(d)];
+        for (int64_t d = 0; d < p.dv; ++d)
+          r.out[out_index(p, b, h, i, d)] = acc[static_cast<size_t>(d)];
         r.lse[row_index(p, b, h, i)] = static_cast<double>(m + std::log(l));
       }
     }

@@ -128,7 +128,8 @@ TEST(QuantKv, TheKernelReadsTheBytesItEncoded) {
   ASSERT_NO_THROW(p.validate());
   const ForwardResult r = find_impl("quant_kv_f32")->forward(p);
   ASSERT_EQ(r.status, Status::ok) << r.error;
-  for (int64_t d = 0; d < 64; ++d) EXPECT_EQ(r.out[static_cast<size_t>(d)], p.v.at(0, 0, 0, d)) << d;
+  for (int64_t d = 0; d < 64; ++d)
+    EXPECT_EQ(r.out[static_cast<size_t>(d)], p.v.at(0, 0, 0, d)) << d;
   for (const char* twin : {"broken_q4_nibbles_swapped", "broken_kv_scale_next_block",
                            "broken_q4_offset_forgotten", "broken_last_block_dropped"}) {
     const ForwardResult w = find_impl(twin)->forward(p);
@@ -179,12 +180,12 @@ TEST(QuantKv, TranslationAndLinearityJudgeMostBlockCases) {
     for (const char* name : {"KeyTranslationInvariance", "ValueLinearity"}) {
       const PropertyOutcome o =
           run_property(property(name), *find_impl("quant_kv_f32"), DType::f32, ci_config(combo));
-      EXPECT_EQ(o.status, PropertyStatus::passed) << name << " " << dtype_name(combo.kv) << ": "
-                                                  << o.message;
+      EXPECT_EQ(o.status, PropertyStatus::passed)
+          << name << " " << dtype_name(combo.kv) << ": " << o.message;
       // Judged, not discarded: most drawn cases are cases.
       EXPECT_GE(o.cases, 100) << name;
-      EXPECT_LT(o.discarded * 10, o.cases) << name << " " << dtype_name(combo.kv) << ": "
-                                           << o.message;
+      EXPECT_LT(o.discarded * 10, o.cases)
+          << name << " " << dtype_name(combo.kv) << ": " << o.message;
     }
 }
 
@@ -192,8 +193,8 @@ TEST(QuantKv, TranslationAndLinearityCatchTheirBugsOnBlocks) {
   const auto phantom = wrapped("phantom_key_blocks", phantom_key);
   const auto relu = wrapped("fused_relu_blocks", fused_relu);
   for (const DTypeCombo& combo : kBlockCombos) {
-    const PropertyOutcome t = run_property(property("KeyTranslationInvariance"), *phantom,
-                                           DType::f32, ci_config(combo));
+    const PropertyOutcome t =
+        run_property(property("KeyTranslationInvariance"), *phantom, DType::f32, ci_config(combo));
     EXPECT_EQ(t.status, PropertyStatus::failed) << dtype_name(combo.kv) << ": " << t.message;
     const PropertyOutcome l =
         run_property(property("ValueLinearity"), *relu, DType::f32, ci_config(combo));
@@ -209,9 +210,10 @@ TEST(QuantKv, EachTwinIsCaughtAndShrunk) {
     const char* name;
     int64_t blocks;  // blocks the bug needs in a row
   };
-  for (const Twin& t : {Twin{"broken_q4_nibbles_swapped", 1}, Twin{"broken_kv_scale_next_block", 2},
-                        Twin{"broken_q_scale_from_k_block", 1}, Twin{"broken_q4_offset_forgotten", 1},
-                        Twin{"broken_last_block_dropped", 2}}) {
+  for (const Twin& t :
+       {Twin{"broken_q4_nibbles_swapped", 1}, Twin{"broken_kv_scale_next_block", 2},
+        Twin{"broken_q_scale_from_k_block", 1}, Twin{"broken_q4_offset_forgotten", 1},
+        Twin{"broken_last_block_dropped", 2}}) {
     const auto impl = find_impl(t.name);
     ASSERT_NE(impl, nullptr) << t.name;
     EXPECT_EQ(impl->info().kind, Kind::broken);
@@ -220,7 +222,8 @@ TEST(QuantKv, EachTwinIsCaughtAndShrunk) {
       config.seed = seed;
       const PropertyOutcome o =
           run_property(property(impl->info().caught_by), *impl, DType::f32, config);
-      ASSERT_EQ(o.status, PropertyStatus::failed) << t.name << " seed " << seed << ": " << o.message;
+      ASSERT_EQ(o.status, PropertyStatus::failed)
+          << t.name << " seed " << seed << ": " << o.message;
       ASSERT_TRUE(o.counterexample) << t.name;
       const CounterexampleShape& c = *o.counterexample;
       EXPECT_LE(c.batch * c.heads, 2) << t.name << " seed " << seed;
