@@ -1,6 +1,9 @@
 #include "core/transforms.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <span>
 #include <unordered_set>
 #include <vector>
@@ -26,6 +29,11 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map) {
 }
 
 Problem with_identity_values(const Problem& p) {
+  if (kv_in_blocks(p) && p.tk % kBlockValues != 0) {
+    throw std::invalid_argument(
+        "V = I with K/V in blocks of 32 needs tk a multiple of 32 (dv = tk), not " +
+        std::to_string(p.tk));
+  }
   Problem q = p;
   q.dv = p.tk;
   q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
@@ -104,6 +112,38 @@ bool kv_blocks_exact(const Problem& p) {
     });
   });
   return exact;
+}
+
+std::vector<double> share_block_scales(Problem& p, bool values, int levels, int step) {
+  if (!kv_in_blocks(p)) return {};
+  if (levels < 1 || step < 1) throw std::invalid_argument("share_block_scales: levels, step >= 1");
+  Tensor& t = values ? p.v : p.k;
+  const int64_t width = values ? p.dv : p.dk;
+  const auto columns = static_cast<size_t>(width / kBlockValues);
+  std::vector<double> largest(columns, 0.0);
+  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
+    for (int64_t d = 0; d < width; ++d) {
+      double& m = largest[static_cast<size_t>(d / kBlockValues)];
+      m = std::max(m, std::fabs(t.data[p.kv_offset(t, b, g, j, d)]));
+    }
+  });
+  const double smallest = std::ldexp(1.0, -24);  // f16's smallest subnormal
+  const double unit = static_cast<double>(step) * levels;
+  std::vector<double> scales(columns, 1.0);
+  for (size_t c = 0; c < columns; ++c) {
+    if (largest[c] == 0) continue;
+    const double wanted = std::min(largest[c] / unit, max_finite(DType::f16));
+    scales[c] = std::clamp(round_to(DType::f16, wanted), smallest, max_finite(DType::f16));
+  }
+  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
+    for (int64_t d = 0; d < width; ++d) {
+      double& x = t.data[p.kv_offset(t, b, g, j, d)];
+      const double s = scales[static_cast<size_t>(d / kBlockValues)] * step;
+      x = s * std::clamp(std::round(x / s), -static_cast<double>(levels),
+                         static_cast<double>(levels));
+    }
+  });
+  return scales;
 }
 
 Problem slice_problem(const Problem& p, const SliceChoice& choice) {

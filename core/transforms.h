@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "attncheck/problem.h"
 
@@ -24,7 +25,9 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map = {});
 /// The problem with V replaced by the tk x tk identity in every (b, K/V
 /// head) slice (dv = tk), so that output row i is weight row i: weights
 /// observed through the output. dout is dropped (its shape was for the
-/// old dv).
+/// old dv). Throws std::invalid_argument for K/V in a block format (SPEC
+/// 1.2) when tk is no multiple of 32: dv = tk would be no whole number of
+/// blocks, a problem no implementation may be handed.
 Problem with_identity_values(const Problem& p);
 
 /// Calls fn(b, g, j) once for every stored key row some sequence reads, in
@@ -54,6 +57,21 @@ bool round_kv_to_blocks(Problem& p);
 /// format (true for an element format, whose values are checked one by one
 /// elsewhere): whether a rewrite kept the problem in its format.
 bool kv_blocks_exact(const Problem& p);
+
+/// For K/V in a block format (SPEC 1.2), K (`values` false) or V (true):
+/// rewrites every stored row some sequence reads (for_each_read_key) so
+/// that, per block column c (head-dim positions 32c .. 32c + 31), all of
+/// them share one f16 scale S_c and their integers are multiples of `step`
+/// of magnitude at most step * levels: x becomes S_c step k with k =
+/// round(x / (S_c step)) clamped to [-levels, levels], and S_c is the f16
+/// nearest max |x| / (step levels) over the column (within f16's smallest
+/// subnormal and largest finite; 1 for a column of zeros). Returns S_c per
+/// block column. The integers then leave room: k + w with w_t = m_t S_c
+/// (|m_t| + step levels within the format's integers) and a V1 + b V2 for
+/// coefficients with f a, f b integers (f = step) and (|f a| + |f b|)
+/// levels within them stay exact blocks. Nothing (an empty result) for an
+/// element format. Deterministic: a function of the problem alone.
+std::vector<double> share_block_scales(Problem& p, bool values, int levels, int step = 1);
 
 /// What slice_problem keeps: one batch entry, or all (nullopt); one K/V
 /// head with its group of query heads, one query head with its K/V head,

@@ -61,6 +61,14 @@ gen::GenSpec large_spec(const CaseContext& ctx, const ImplInfo& partner) {
   const PrecisionTraits& pt = partner.precision;
   if (!spec.score_storage && pt.s_cast_format() != pt.score_format())
     spec.score_storage = pt.s_cast_format();
+  // So does a partner's Q rounded to Q8_0 (q_cast, SPEC 4.1): about bf16's
+  // unit roundoff of the largest |q| (gen::spec_for says why).
+  for (const DTypeCombo& c : both) {
+    const std::optional<DType> q_cast = pt.q_cast_format(c.kv);
+    if (q_cast && is_block_format(*q_cast) &&
+        (!spec.score_storage || unit_roundoff(*spec.score_storage) < unit_roundoff(DType::bf16)))
+      spec.score_storage = DType::bf16;
+  }
   const bool thorough = ctx.config().profile == Profile::thorough;
   spec.max_t = thorough ? 64 : 24;
   spec.max_d = thorough ? 32 : 16;

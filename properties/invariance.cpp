@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "attncheck/dtype_blocks.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -79,6 +80,39 @@ void judge_permutation(CaseContext& ctx, const Case& c) {
   ctx.expect(cmp, "outputs are not permutation equivariant");
 }
 
+// p with w added to every stored key some sequence reads.
+Problem translated(const Problem& p, const std::vector<double>& w) {
+  Problem shifted = p;
+  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
+    for (int64_t t = 0; t < p.dk; ++t)
+      shifted.k.data[p.kv_offset(p.k, b, g, j, t)] += w.at(static_cast<size_t>(t));
+  });
+  return shifted;
+}
+
+// The translation of K in a block format (SPEC 1.2). k + w is a block only
+// where every key row's block c holds w's 32 values on its own scale, which
+// drawn keys (each row its own scales) almost never do. So K is first
+// re-quantized to one f16 scale S_c per block column shared by every key
+// row, its integers within half the format's range (q8_0: |n| <= 63; q4_0:
+// |n| <= 3), a deterministic function of the drawn problem, so shrinking
+// and replay see the same keys; then w_t = m_t S_c with |m_t| up to the
+// other half (64; 4) keeps every k + w = S_c (n + m_t) a block. |w| is at
+// most about the largest |k| of its column: huge keys (scales near f16's
+// range) still pass the exp-overflow point. Shrinks towards w = 0.
+std::vector<double> block_translation(Problem& p, DType kv) {
+  const int levels = block_int_max(kv) / 2;
+  const int room = block_int_max(kv) - levels;
+  const std::vector<double> scales = share_block_scales(p, false, levels);
+  std::vector<double> w(static_cast<size_t>(p.dk));
+  for (int64_t t = 0; t < p.dk; ++t) {
+    const int m = *rc::gen::inRange(0, room + 1);
+    const double sign = *rc::gen::arbitrary<bool>() ? -1.0 : 1.0;
+    w[static_cast<size_t>(t)] = sign * m * scales[static_cast<size_t>(t / kBlockValues)];
+  }
+  return w;
+}
+
 Case draw_translation(CaseContext& ctx) {
   // Packed and paged problems, descales and mixed formats in half the
   // cases (SPEC 2: not a sink, which no key translation moves): their
@@ -90,8 +124,12 @@ Case draw_translation(CaseContext& ctx) {
   gen::GenSpec spec = serving ? gen::with_v2(ctx.spec()) : ctx.spec();
   spec.v2 &= ~ATTNCHECK_FEATURE_SINK;
   spec.features &= ~ATTNCHECK_FEATURE_SOFTCAP;  // tanh is not shift invariant
-  const Problem p = *gen::problem(spec);
+  Problem p = *gen::problem(spec);
   const DType kv = p.kv_dtype.value_or(p.dtype);
+  if (is_block_format(kv)) {
+    std::vector<double> w = block_translation(p, kv);
+    return {p, {{"w", w}}};
+  }
   // w_t = +-2^e, e up to 8: q.w passes the exp-overflow point of f64 for
   // larger q, so a missing max subtraction shows. Shrinks towards w = +1.
   // (With a k descale the logical keys move by w k_descale: a translation
@@ -118,9 +156,8 @@ Case draw_translation(CaseContext& ctx) {
     int e = std::min(*rc::gen::inRange(0, 9), e_cap);
     const double sign = *rc::gen::arbitrary<bool>() ? -1.0 : 1.0;
     // The largest e <= the drawn one for which every stored k_jt + w_t is
-    // exact in the key format. A block format's exactness is per block of
-    // 32 (judge_translation checks the translated keys as a whole).
-    for (; e >= e_low && !is_block_format(kv); --e) {
+    // exact in the key format.
+    for (; e >= e_low; --e) {
       bool exact = true;
       for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
         exact = exact && representable(kv, p.k_at(b, g, j, t) + sign * std::ldexp(1.0, e));
@@ -136,13 +173,10 @@ void judge_translation(CaseContext& ctx, const Case& c) {
   const Problem& p = c.problem;
   ctx.screen(p);
   const auto w = c.args.at("w").get<std::vector<double>>();
-  Problem shifted = p;
-  for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {
-    for (int64_t t = 0; t < p.dk; ++t)
-      shifted.k.data[p.kv_offset(p.k, b, g, j, t)] += w.at(static_cast<size_t>(t));
-  });
-  // K in a block format (SPEC 1.2): k + w is seldom a block (the rows'
-  // scales differ), and rounding it back would make it no translation.
+  const Problem shifted = translated(p, w);
+  // K in a block format (SPEC 1.2): the draw keeps k + w blocks
+  // (block_translation); a fixture that does not is refused at load, and
+  // rounding it back would make it no translation.
   if (!kv_blocks_exact(shifted)) ctx.discard("k + w is no block of the key format");
   const ForwardResult r = ctx.call_ok(p);
   const ForwardResult rs = ctx.call_ok(shifted);
@@ -218,7 +252,14 @@ PropertyDef key_translation_property() {
                        "adding one vector w to every key (exact sums) changes neither a nor o",
                        100, always_applies, draw_translation, judge_translation,
                        [](const Fixture& f) {
-                         ArgsCheck(f.args, f.problem).finite_numbers("w", f.problem.dk);
+                         const ArgsCheck a(f.args, f.problem);
+                         a.finite_numbers("w", f.problem.dk);
+                         // A case the property would have discarded is
+                         // refused, as ValueLinearity's are.
+                         if (!kv_blocks_exact(
+                                 translated(f.problem, f.args.at("w").get<std::vector<double>>())))
+                           a.error("w", "not a case of KeyTranslationInvariance: k + w is no "
+                                        "block of the key format");
                        },
                        AtSize::some);
 }

@@ -92,6 +92,14 @@ struct ScoreExponents {
   int lo, hi;
 };
 
+// Q rounded to Q8_0 (q_cast, SPEC 4.1) errs by up to half its block's
+// scale, max |q| / 254 per element: bf16's unit roundoff (2^-8) of the
+// largest |q| in the logit error D. 0 for any other q_cast, whose u_qc
+// the tolerance charges against S_j as the sums' own roundoff.
+double q_block_roundoff(const PrecisionTraits& t) {
+  return t.q_cast && is_block_format(*t.q_cast) ? unit_roundoff(DType::bf16) : 0.0;
+}
+
 // By stage (SPEC 4.1): the exp overflows in the softmax's format, and u is
 // the coarsest of the q.k sums', the stored scores' and the softmax's
 // (4 u_sm |s_j| in D).
@@ -99,7 +107,7 @@ ScoreExponents extreme_exponents(const PrecisionTraits& t) {
   const DType accum = t.softmax_format();
   const int lo = accum == DType::f64 ? 10 : accum == DType::f16 ? 4 : 7;  // 2^lo > overflow point
   const double u = std::max({unit_roundoff(t.score_format()), unit_roundoff(accum),
-                             unit_roundoff(t.s_cast_format())});
+                             unit_roundoff(t.s_cast_format()), q_block_roundoff(t)});
   return {lo, std::ilogb(0.01 / u)};
 }
 
@@ -109,6 +117,14 @@ std::optional<std::string> extreme_skip_reason(const ImplInfo& info, DType) {
   const PrecisionTraits& t = info.precision;
   const auto [lo, hi] = extreme_exponents(t);
   if (lo <= hi) return std::nullopt;
+  if (q_block_roundoff(t) > std::max(unit_roundoff(t.s_cast_format()),
+                                     unit_roundoff(t.softmax_format()))) {
+    return fmt::format(
+        "not judgeable under the declared precision: Q rounded to {} (about 2^-8 of the largest "
+        "|q|) keeps the first-order analysis of SPEC 4 only for scores below 2^{}, beneath the "
+        "exp-overflow point 2^{} of {} accumulation",
+        dtype_name(*t.q_cast), hi, lo, dtype_name(t.softmax_format()));
+  }
   const bool by_scores = unit_roundoff(t.s_cast_format()) > unit_roundoff(t.softmax_format());
   return fmt::format(
       "not judgeable under the declared precision: {} {} keeps the first-order analysis of SPEC "
@@ -126,11 +142,10 @@ Case draw_extreme(CaseContext& ctx) {
   const auto [lo, hi] = extreme_exponents(ctx.info().precision);
   if (max_abs_score(p) == 0) {  // small cases are all zeros: give them a score
     p.q.at(0, 0, 0, 0) = 1;
-    // A block-quantized K holds the 1 only in a block of its own: the other
-    // values of that block (drawn while q was zero) need not be integers
-    // times any scale that also gives 1 (SPEC 1.2), so they become 0.
-    if (is_block_format(p.kv_dtype.value_or(p.dtype)))
-      for (int64_t d = 1; d < std::min(p.dk, kBlockValues); ++d) p.k.at(0, 0, 0, d) = 0;
+    // A block of K (SPEC 1.2) holds a 1 among other values only on some
+    // scales: the rest of its block is cleared, so it stays a block.
+    if (kv_in_blocks(p))
+      for (int64_t t = 1; t < kBlockValues; ++t) p.k.at(0, 0, 0, t) = 0;
     p.k.at(0, 0, 0, 0) = 1;
   }
   const double m = max_abs_score(p);

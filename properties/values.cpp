@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -148,6 +149,25 @@ std::string linearity_defect(const Problem& p1, double a, double b) {
   return defect;
 }
 
+// V in a block format (SPEC 1.2): a V1 + b V2 is a block where the two
+// rows' blocks share a scale S and a n1 + b n2 is an integer the format
+// holds; drawn values (each row its own scales) almost never do. So V is
+// re-quantized, a deterministic function of the drawn problem and a, b (so
+// shrinking and replay see the same values), to one f16 scale per block
+// column shared by every key row, with integers n = f k, f the power of
+// two that makes f a and f b integers (a and b are powers of two) and |k|
+// <= levels = the largest integer L with f max(1, |a| + |b|) L <= the
+// format's largest integer (127; 7): then n itself and a n1 + b n2 = f (a
+// k1 + b k2) are integers within it, and V2 (V1's keys reversed) shares
+// the scales.
+void share_value_scales(Problem& p, DType kv, double a, double b) {
+  int f = 1;
+  while (std::trunc(a * f) != a * f || std::trunc(b * f) != b * f) f *= 2;
+  const double span = f * std::max(1.0, std::fabs(a) + std::fabs(b));
+  const int levels = static_cast<int>(std::floor(block_int_max(kv) / span));
+  share_block_scales(p, true, levels, f);
+}
+
 Case draw_linearity(CaseContext& ctx) {
   // Every declared version 2 part (o = sum a_j v_j with a sink too) in half
   // the cases on small problems, version 1 problems in the other half
@@ -165,8 +185,13 @@ Case draw_linearity(CaseContext& ctx) {
     spec.size->small_values = true;
     p = *gen::problem(spec);
   }
-  const double a = kCoefficients[*rc::gen::inRange(0, 6)];
-  const double b = kCoefficients[*rc::gen::inRange(0, 6)];
+  // q4_0's integers (-8 .. 7) hold no a n1 + b n2 with a = +-2, b = 1/4
+  // and n1, n2 not 0 (8 n1 + n2 needs |n| >= 1 and 9 > 8): a quarter is
+  // left out of its coefficients.
+  const int coefficients = kv == DType::q4_0 ? 5 : 6;
+  const double a = kCoefficients[*rc::gen::inRange(0, coefficients)];
+  const double b = kCoefficients[*rc::gen::inRange(0, coefficients)];
+  if (is_block_format(kv)) share_value_scales(p, kv, a, b);
   return {p, {{"a", a}, {"b", b}, {"v2", "the keys of V in reverse order"}}};
 }
 

@@ -1197,6 +1197,16 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   if (storage != pt.score_format() || unit_roundoff(pt.score_format()) > unit_roundoff(DType::f32)) {
     s.score_storage = storage;
   }
+  // Q rounded to Q8_0 before q.k (q_cast, SPEC 4.1) errs by up to half its
+  // block's scale, max |q| / 254 per element: about bf16's unit roundoff
+  // (2^-8) of the largest |q|, so scores keep to bf16's first-order range,
+  // or most cases are discarded as ill-conditioned.
+  for (const DTypeCombo& c : info.combos) {
+    const std::optional<DType> q_cast = pt.q_cast_format(c.kv);
+    if (q_cast && is_block_format(*q_cast) &&
+        (!s.score_storage || unit_roundoff(*s.score_storage) < unit_roundoff(DType::bf16)))
+      s.score_storage = DType::bf16;
+  }
   for (const DTypeCombo& c : info.combos) {
     if (c.out == dtype) s.combos.push_back(c);
   }

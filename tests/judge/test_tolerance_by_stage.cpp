@@ -5,6 +5,7 @@
 // that stage's format exceeds the tolerance of a declaration without it)
 // and sufficient (it passes the one with it).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -73,7 +74,11 @@ std::vector<PrecisionTraits> digest_traits() {
   // came with them).
   for (const auto& impl : registered_impls()) {
     const ImplInfo& info = impl->info();
-    if (!info.precision.has_stages() && info.paths.empty()) v.push_back(info.precision);
+    // The block K/V built-ins (issue 33) came after stages too.
+    const bool blocks = std::any_of(info.combos.begin(), info.combos.end(),
+                                    [](const DTypeCombo& c) { return is_block_format(c.kv); });
+    if (!info.precision.has_stages() && info.paths.empty() && !blocks)
+      v.push_back(info.precision);
   }
   PrecisionTraits t;
   t.accum = DType::bf16;
