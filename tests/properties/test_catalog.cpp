@@ -13,6 +13,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
+#include "tests/impls/block_twins.h"
 #include "tests/impls/size_dependent_twins.h"
 
 namespace attncheck {
@@ -36,6 +37,8 @@ TEST(BrokenCatalog, EveryBugIsCaughtWithASmallCounterexample) {
     if (info.kind != Kind::broken) continue;
     // Caught only with real sizes: test_broken_at_size.
     if (test_support::caught_only_at_real_size(info.name)) continue;
+    // Two-block bugs (block_twins.h): the real-size phase, when it is on.
+    if (test_support::needs_two_blocks(info.name) && !real_sizes_enabled()) continue;
     const PropertyDef* prop = find_property(info.caught_by);
     ASSERT_NE(prop, nullptr) << info.name << ": unknown property " << info.caught_by;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
