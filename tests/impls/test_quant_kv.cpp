@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attncheck/dtype_blocks.h"
@@ -207,31 +208,27 @@ TEST(QuantKv, TranslationAndLinearityCatchTheirBugsOnBlocks) {
 // shrunk to a small problem (at most 2 queries, 3 keys, 2 slices), with dk
 // and dv of one block, or two where the bug needs a second block.
 TEST(QuantKv, EachTwinIsCaughtAndShrunk) {
-  struct Twin {
-    const char* name;
-    int64_t blocks;  // blocks the bug needs in a row
-  };
-  for (const Twin& t :
-       {Twin{"broken_q4_nibbles_swapped", 1}, Twin{"broken_kv_scale_next_block", 2},
-        Twin{"broken_q_scale_from_k_block", 1}, Twin{"broken_q4_offset_forgotten", 1},
-        Twin{"broken_last_block_dropped", 2}}) {
-    const auto impl = find_impl(t.name);
-    ASSERT_NE(impl, nullptr) << t.name;
+  for (std::string_view twin : test_support::kBlockTwins) {
+    const std::string name(twin);
+    const auto impl = find_impl(name);
+    ASSERT_NE(impl, nullptr) << name;
     EXPECT_EQ(impl->info().kind, Kind::broken);
-    if (test_support::needs_two_blocks(t.name) && !real_sizes_enabled()) continue;
+    // Blocks the bug needs in a row (block_twins.h).
+    const int64_t blocks = test_support::needs_two_blocks(name) ? 2 : 1;
+    if (blocks == 2 && !real_sizes_enabled()) continue;
     for (uint64_t seed : {1, 2, 3}) {
       RunConfig config;
       config.seed = seed;
       const PropertyOutcome o =
           run_property(property(impl->info().caught_by), *impl, DType::f32, config);
       ASSERT_EQ(o.status, PropertyStatus::failed)
-          << t.name << " seed " << seed << ": " << o.message;
-      ASSERT_TRUE(o.counterexample) << t.name;
+          << name << " seed " << seed << ": " << o.message;
+      ASSERT_TRUE(o.counterexample) << name;
       const CounterexampleShape& c = *o.counterexample;
-      EXPECT_LE(c.batch * c.heads, 2) << t.name << " seed " << seed;
-      EXPECT_LE(c.tq, 2) << t.name << " seed " << seed;
-      EXPECT_LE(c.tk, 3) << t.name << " seed " << seed;
-      EXPECT_LE(std::max(c.dk, c.dv), t.blocks * kBlockValues) << t.name << " seed " << seed;
+      EXPECT_LE(c.batch * c.heads, 2) << name << " seed " << seed;
+      EXPECT_LE(c.tq, 2) << name << " seed " << seed;
+      EXPECT_LE(c.tk, 3) << name << " seed " << seed;
+      EXPECT_LE(std::max(c.dk, c.dv), blocks * kBlockValues) << name << " seed " << seed;
     }
   }
 }
