@@ -32,6 +32,11 @@ const json* ArgsCheck::find(std::string_view key) const {
   return it == args_.end() ? nullptr : &*it;
 }
 
+void ArgsCheck::required(std::initializer_list<std::string_view> keys) const {
+  for (std::string_view key : keys)
+    if (!find(key)) error(key, "missing");
+}
+
 void ArgsCheck::error(std::string_view key, const std::string& what) const {
   throw InputError(one_line(fmt::format("field 'args.{}': {}", key, what)));
 }

@@ -15,9 +15,10 @@
 
 namespace attncheck {
 
-/// Checks one fixture's args, each only when present (a missing one is the
-/// judge's to report). Every error is an InputError "field 'args.KEY':
-/// what" in one line; the caller prefixes the file.
+/// Checks one fixture's args: the checks of one arg's value apply when it is
+/// present; required() refuses the absent ones the judge reads. Every error
+/// is an InputError "field 'args.KEY': what" in one line; the caller
+/// prefixes the file.
 class ArgsCheck {
  public:
   /// Args of a fixture of problem `p`; both must outlive the check.
@@ -27,6 +28,10 @@ class ArgsCheck {
 
   /// The arg, or nullptr when absent.
   const nlohmann::json* find(std::string_view key) const;
+
+  /// Each of `keys` is present ("missing" otherwise): the judges index
+  /// them, so a fixture without one is refused here, in one line.
+  void required(std::initializer_list<std::string_view> keys) const;
 
   /// Throws the InputError of `key`.
   [[noreturn]] void error(std::string_view key, const std::string& what) const;

@@ -52,6 +52,7 @@ Case draw_permutation(CaseContext& ctx) {
 
 void validate_permutation(const Fixture& f) {
   const ArgsCheck a(f.args, f.problem);
+  a.required({"key_permutation", "query_permutation"});
   a.permutation("key_permutation", f.problem.tk, "tk");
   a.permutation("query_permutation", f.problem.tq, "tq");
 }
@@ -253,6 +254,7 @@ PropertyDef key_translation_property() {
                        100, always_applies, draw_translation, judge_translation,
                        [](const Fixture& f) {
                          const ArgsCheck a(f.args, f.problem);
+                         a.required({"w"});
                          a.finite_numbers("w", f.problem.dk);
                          // A case the property would have discarded is
                          // refused, as ValueLinearity's are.
@@ -270,8 +272,9 @@ PropertyDef layout_property() {
                        "strides) gives the same output",
                        100, needs_features(ATTNCHECK_FEATURE_STRIDES, "FEATURE_STRIDES"),
                        draw_layout, judge_layout, [](const Fixture& f) {
-                         ArgsCheck(f.args, f.problem).one_of("layout",
-                                                             {"contiguous", "bthd", "padded"});
+                         const ArgsCheck a(f.args, f.problem);
+                         a.required({"layout"});
+                         a.one_of("layout", {"contiguous", "bthd", "padded"});
                        },
                        AtSize::some);
 }

@@ -45,7 +45,11 @@ Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
 }
 
 // The row the case judges, [b, h, i], inside the problem.
-void validate_row(const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); }
+void validate_row(const Fixture& f) {
+  const ArgsCheck a(f.args, f.problem);
+  a.required({"row"});
+  a.row("row");
+}
 
 std::array<int64_t, 3> row_of(const Case& c) {
   const auto row = c.args.at("row").get<std::vector<int64_t>>();
@@ -154,6 +158,7 @@ Case draw_slice(CaseContext& ctx) {
 void validate_slice(const Fixture& f) {
   const ArgsCheck a(f.args, f.problem);
   const Problem& p = f.problem;
+  a.required({"changed", "index"});
   a.one_of("changed", {"kv_head", "batch"});
   if (const auto* v = a.find("index")) {
     const auto* changed = a.find("changed");

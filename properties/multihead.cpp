@@ -181,11 +181,10 @@ void validate_layer(const Fixture& f) {
   const ArgsCheck a(f.args, f.problem);
   const Problem& p = f.problem;
   const int64_t d = p.heads * p.dk;
+  a.required({"d_model", "heads", "w_k", "w_o", "w_q", "w_v", "x_kv", "x_q"});
   a.integer("d_model", d, d + 1, "d_model (the problem's heads * dk)");
   a.integer("heads", p.heads, p.heads + 1, "heads (the problem's)");
   for (const std::string_view key : {"w_k", "w_o", "w_q", "w_v", "x_kv", "x_q"}) {
-    if (!a.find(key)) continue;
-    if (!a.find("d_model")) a.error("d_model", "missing");
     const int64_t count = key == "x_q"    ? a.elements(key, {p.batch, p.tq, d})
                           : key == "x_kv" ? a.elements(key, {p.batch, p.tk, d})
                                           : a.elements(key, {d, d});

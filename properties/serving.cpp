@@ -405,14 +405,14 @@ void judge_descale(CaseContext& ctx, const Case& c) {
 
 void validate_changed(const Fixture& f) {
   const ArgsCheck a(f.args, f.problem);
+  a.required({"changed_sequence"});
   a.integer("changed_sequence", 0, f.problem.batch - 1, "sequence");
 }
 
 void validate_doubled(const Fixture& f) {
-  const auto& v = f.args.at("doubled");
-  if (!v.is_string() || (v != "q" && v != "k" && v != "v")) {
-    throw InputError("args.doubled: expected \"q\", \"k\" or \"v\"");
-  }
+  const ArgsCheck a(f.args, f.problem);
+  a.required({"doubled"});
+  a.one_of("doubled", {"q", "k", "v"});
   if (!f.problem.descale) throw InputError("problem: DescaleEquivalence needs descales");
 }
 

@@ -247,16 +247,15 @@ PropertyDef value_linearity_property() {
                        100, always_applies, draw_linearity, judge_linearity,
                        [](const Fixture& f) {
                          const ArgsCheck a(f.args, f.problem);
+                         a.required({"a", "b"});
                          a.finite_number("a");
                          a.finite_number("b");
                          a.string("v2");
                          // A case the property would have discarded is
                          // refused, or replay could fail a correct kernel.
-                         const auto* ca = a.find("a");
-                         const auto* cb = a.find("b");
-                         if (!ca || !cb) return;  // the judge reports it
                          const std::string defect =
-                             linearity_defect(f.problem, ca->get<double>(), cb->get<double>());
+                             linearity_defect(f.problem, a.find("a")->get<double>(),
+                                              a.find("b")->get<double>());
                          if (!defect.empty())
                            a.error("a", "not a case of ValueLinearity: " + defect);
                        },

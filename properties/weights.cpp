@@ -199,7 +199,11 @@ PropertyDef masked_weights_property() {
                        "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
                        "output bitwise unchanged",
                        100, always_applies, draw_masked, judge_masked,
-                       [](const Fixture& f) { ArgsCheck(f.args, f.problem).row("row"); },
+                       [](const Fixture& f) {
+                         const ArgsCheck a(f.args, f.problem);
+                         a.required({"row"});
+                         a.row("row");
+                       },
                        AtSize::some);
   d.slice_args = {"row"};
   return d;
