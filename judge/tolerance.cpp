@@ -29,6 +29,23 @@
 // since 1 / (1 - 0.1)^2 = 1.234 < 1.25), which covers the second-order
 // remainder of the two nested perturbations (logits, then normalisation).
 //
+// Where SPEC 4 writes a_j D_j, this file charges a_j (e^{D_j} - 1) (aD
+// below): the exact perturbation of weight j is a_j (e^{d_j} / Z - 1) with Z
+// = sum_l a_l e^{d_l}, and |e^{d_j} - 1| <= e^{D_j} - 1 whatever D_j is. The
+// two agree to first order (e^x - 1 <= 1.052 x up to x = 0.1), but SPEC 4's
+// limit on sum_j a_j D_j does not bound each D_j: a key of weight 2e-42 may
+// have D_j = 25 (a Q8_0 Q against large keys, ggml's G1 fixture), and a
+// correct kernel then returns that weight up to e^25 times the exact one,
+// far past 1.25 a_j D_j. With e^{D_j} - 1 in its place the derivation holds
+// for any D_j: Z >= e^{-sum a D} (Jensen) >= 1 - L and Z <= 1 + sum_l a_l
+// (e^{D_l} - 1) <= 1 + L under the limit, which is now taken on
+// sum_l a_l (e^{D_l} - 1); the output moves by (1 / Z) sum_j a_j (e^{d_j} -
+// 1)(v_j - c), lse by log Z; and the other factors' deviation y (|y| <=
+// 0.25 under the limits) multiplies 1 + (e^{D_j} - 1) to at most
+// (e^{D_j} - 1)(1 + |y|) + |y|, inside kSecondOrderFactor's 1.25 for
+// either term. A key with a = 0 in double, or D_j past expm1's range, is
+// charged e^{s_j - lse + D_j} >= a_j (e^{D_j} - 1).
+//
 // Version 2 terms (SPEC 4, SPEC 1.1):
 //  - A sink z = sink_h is one more key of the normalisation with logit z and
 //    value 0: l gains exp(z - m), m being the max over the real scores AND
@@ -233,6 +250,14 @@ LengthTerms length_terms(double n, bool sink, const PrecisionTraits& t) {
   return l;
 }
 
+// a_j (e^{D_j} - 1), the most weight j moves before the normalisation under
+// a logit error |d_j| <= D_j (see the top), from a_j = exp(log_a) in double:
+// e^{log_a + D_j}, an upper bound, where a_j underflowed or e^{D_j} would
+// overflow.
+double weight_change(double a, double log_a, double D) {
+  return a > 0 && D < 700 ? a * std::expm1(D) : std::exp(log_a + D);
+}
+
 // SPEC 4.1: the first-order limit per stage: eps and gamma_n of the
 // softmax, gamma_n + r u_pv of the P.V accumulator (an f16 accumulator
 // rescaled at every key passes it at about 100 keys). gamma_{dk+2} of the
@@ -339,7 +364,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   const bool sinks = !p.sink.empty();
   if (sinks) tol.sink_weight.assign(o.lse.size(), 0.0);
 
-  std::vector<double> D(static_cast<size_t>(p.tk));
+  std::vector<double> aD(static_cast<size_t>(p.tk));  // [j]: a_j (e^{D_j} - 1), see the top
   std::vector<int64_t> keys;
   std::vector<double> a_row, aD_row;
   std::vector<double> vs;  // V of the K/V head, contiguous: [j][d]
@@ -436,17 +461,18 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
             if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
           }
           if (descaled) d += descale_logit * u_sc * capped;  // the descales' products
-          D[static_cast<size_t>(j)] = d;
-          sum_aD += o.weights[w] * d;
+          const double ad = weight_change(o.weights[w], s - o.lse[row], d);
+          aD[static_cast<size_t>(j)] = ad;
+          sum_aD += ad;
         }
         // The sink: its weight and the logit error of its subtraction of
         // the max (its logit itself is exact).
-        double a_sink = 0, D_sink = 0;
+        double a_sink = 0, aD_sink = 0;
         if (sinks) {
           const double z = p.sink[static_cast<size_t>(h)];
           a_sink = std::exp(z - o.lse[row]);
-          D_sink = 4 * u_sm * (std::fabs(z) + std::fabs(m));
-          sum_aD += a_sink * D_sink;
+          aD_sink = weight_change(a_sink, z - o.lse[row], 4 * u_sm * (std::fabs(z) + std::fabs(m)));
+          sum_aD += aD_sink;
         }
         // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
         // error is common to all weights and not cancelled by a division.
@@ -464,11 +490,10 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
         }
         if (at_limit && sum_aD > kFirstOrderLimit) {
           const double shrink = kFirstOrderLimit / sum_aD;
-          for (int64_t j = 0; j < p.tk; ++j) D[static_cast<size_t>(j)] *= shrink;
-          D_sink *= shrink;
+          for (int64_t j = 0; j < p.tk; ++j) aD[static_cast<size_t>(j)] *= shrink;
+          aD_sink *= shrink;
           sum_aD = kFirstOrderLimit;
         }
-        const double aD_sink = a_sink * D_sink;
         // The P.V accumulator's rescales below its normal range (SPEC 4.1):
         // one eta_pv each, when it is not the softmax's format (there the n
         // products' eta already is version 1's term).
@@ -484,7 +509,7 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           const double a = o.weights[weight_index(p, b, h, i, j)];
           keys.push_back(j);
           a_row.push_back(a);
-          aD_row.push_back(a * D[static_cast<size_t>(j)]);
+          aD_row.push_back(aD[static_cast<size_t>(j)]);
         }
         // Sums over the keys, every d at once (the inner loop over d is
         // contiguous and free of loop-carried dependences: it vectorises,
@@ -542,14 +567,14 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
           const double a = o.weights[w];
           tol.weights[w] =
               kSecondOrderFactor *
-              (a * (D[static_cast<size_t>(j)] + sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) +
+              (aD[static_cast<size_t>(j)] + a * (sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) +
                eta_p + eta_a);
         }
         // The sink's weight, as any weight (for the backward's dsink).
         if (sinks) {
           tol.sink_weight[row] =
               kSecondOrderFactor *
-              (a_sink * (D_sink + sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) + eta_p + eta_a);
+              (aD_sink + a_sink * (sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) + eta_p + eta_a);
         }
         // lse = m + log l: the logits' weighted error, the exps and the sum
         // inside the log (relative errors of l become absolute ones of

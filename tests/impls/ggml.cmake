@@ -39,3 +39,13 @@ foreach(fixture ${ATTNCHECK_GGML_FINDINGS})
     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(ggml.finding.${stem} PROPERTIES LABELS fast)
 endforeach()
+
+# attncheck's own gap G1 (docs/ggml.md), closed: the case ggml answers
+# exactly as declared passes on both q4_0 graphs.
+foreach(adapter ggml_fa_q4_0 ggml_softmax_q4_0)
+  add_test(NAME ggml.gap_closed.${adapter}
+    COMMAND attncheck replay
+      ${PROJECT_SOURCE_DIR}/fixtures/ggml/attncheck-gap/q8_0-logit-error-past-linearisation.json
+      --impl ${adapter})
+  set_tests_properties(ggml.gap_closed.${adapter} PROPERTIES LABELS fast)
+endforeach()

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attncheck/dtype_blocks.h"
+#include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/run.h"
@@ -145,6 +146,40 @@ TEST(QuantKv, TheKernelReadsTheBytesItEncoded) {
   ASSERT_EQ(wrong_q.status, Status::ok) << wrong_q.error;
   EXPECT_EQ(q8.out, r.out);
   EXPECT_NE(wrong_q.lse, q8.lse);
+}
+
+// G1 (docs/ggml.md): a key of tiny weight whose Q8_0 logit error is far
+// past the linearisation. Key 1 (q4_0) has exact score -96 and Q's block
+// quantizes (24, 3) to d = f16(24 / 127) times (127, 16): the declared
+// arithmetic scores -90.703125 and returns an output 199.7 times the exact
+// one. Key 0 (k = 0, v = 0) holds the row's weight, so sum_j a_j D_j stays
+// under the first-order limit while a_1 D_1 stands for a_1 (e^{D_1} - 1):
+// the tolerance charges the latter (judge/tolerance.cpp's header), and the
+// correct reference passes.
+TEST(QuantKv, ALogitErrorPastTheLinearisationOnATinyWeightIsCovered) {
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 2, 32, 32);
+  p.kv_dtype = DType::q4_0;
+  p.scale = 1.0;
+  p.q.at(0, 0, 0, 0) = 24.0;
+  p.q.at(0, 0, 0, 1) = 3.0;
+  p.k.at(0, 0, 1, 0) = -32.0;
+  p.k.at(0, 0, 1, 1) = 224.0;
+  p.v.at(0, 0, 1, 0) = 32768.0;
+  ASSERT_NO_THROW(p.validate());
+  const auto impl = find_impl("quant_kv_q8_f32");
+  ASSERT_NE(impl, nullptr);
+  const ForwardResult r = impl->forward(p);
+  ASSERT_EQ(r.status, Status::ok) << r.error;
+  const double score = std::ldexp(1548.0, -13) * (127 * -32 + 16 * 224);
+  ASSERT_EQ(score, -90.703125);
+  const double exact = 32768.0 * std::exp(-96.0) / (1 + std::exp(-96.0));
+  EXPECT_NEAR(r.out[0], 32768.0 * std::exp(score) / (1 + std::exp(score)), 1e-5 * r.out[0]);
+  EXPECT_GT(r.out[0] / exact, 199.0);  // what a bound of 1.25 a_1 D_1 failed
+  Fixture f;
+  f.problem = p;
+  f.meta = {{"property", "MatchesOracle"}};
+  const PropertyOutcome o = replay_fixture(f, *impl, RunConfig{});
+  EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
 }
 
 TEST(QuantKv, IdentityValuesRefuseAPartialBlock) {

@@ -174,15 +174,19 @@ PrecisionTraits scores_in(DType s_cast) {
 TEST(Tolerance, ScoreStorageAddsItsDerivedTerm) {
   // SPEC 4: scores stored in s_cast cost u_s (2 |t_j| + |s_j|) per logit
   // (q k^T and * scale rounded, then the bias addition). lse's bound is
-  // 1.25 (sum_j a_j D_j + ...), so the difference of the two bounds is
-  // exactly 1.25 sum_j a_j u_s (2 |t_j| + |s_j|) with t = s (no bias).
+  // 1.25 (sum_j a_j (e^{D_j} - 1) + ...) (tolerance.cpp: e^{D_j} - 1 where
+  // SPEC 4 writes D_j), so the difference of the two bounds is 1.25
+  // sum_j a_j e^{D0_j} (e^{dD_j} - 1), dD_j = u_s (2 |t_j| + |s_j|) with
+  // t = s (no bias), D0_j the f32 logit error (below 1e-6 here: e^{D0_j}
+  // is 1 within the 1e-5 asked).
   const Problem p = one_query(DType::f32, {3, -1.5});
   const OracleResult o = oracle(p);
   const Tolerances plain = tolerances(p, o, traits(DType::f32));
   const Tolerances stored = tolerances(p, o, scores_in(DType::bf16));
   double expected = 0;
-  for (int j = 0; j < 2; ++j) expected += o.weights[j] * 0x1p-8 * 3 * std::fabs(o.scores[j]);
-  EXPECT_NEAR(stored.lse[0] - plain.lse[0], kSecondOrderFactor * expected, 1e-12 * expected);
+  for (int j = 0; j < 2; ++j)
+    expected += o.weights[j] * std::expm1(0x1p-8 * 3 * std::fabs(o.scores[j]));
+  EXPECT_NEAR(stored.lse[0] - plain.lse[0], kSecondOrderFactor * expected, 1e-5 * expected);
   // s_cast equal to the accumulation format is no cast at all.
   EXPECT_EQ(tolerances(p, o, scores_in(DType::f32)).lse[0], plain.lse[0]);
   // With a softcap the errors of t pass through tanh' and are bounded by
@@ -192,9 +196,10 @@ TEST(Tolerance, ScoreStorageAddsItsDerivedTerm) {
   const OracleResult oc = oracle(capped);
   const double base = tolerances(capped, oc, traits(DType::f32)).lse[0];
   expected = 0;
-  for (int j = 0; j < 2; ++j) expected += oc.weights[j] * 0x1p-8 * 6 * std::fabs(oc.scores[j]);
+  for (int j = 0; j < 2; ++j)
+    expected += oc.weights[j] * std::expm1(0x1p-8 * 6 * std::fabs(oc.scores[j]));
   EXPECT_NEAR(tolerances(capped, oc, scores_in(DType::bf16)).lse[0] - base,
-              kSecondOrderFactor * expected, 1e-12 * expected);
+              kSecondOrderFactor * expected, 1e-5 * expected);
 }
 
 TEST(Tolerance, ScoresRoundedToBf16PassOnlyWhenDeclared) {
