@@ -142,7 +142,7 @@ int describe_command(const std::string& name, const std::vector<std::string>& pl
 
 int list_command(const std::vector<std::string>& plugin_paths,
                  const std::vector<std::string>& python, bool verbose) {
-  ImplList impls = registered_impls();
+  ImplList impls = every_impl();
   for (auto& impl : load_for_checking(checking_sources(plugin_paths, python, false, kDefaultCallTimeoutMs))) {
     impls.push_back(std::move(impl));
   }
@@ -388,10 +388,12 @@ int run_cli(int argc, char** argv) {
   // the run with no report) end it as SIGINT does: exit 3, reports written.
   for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(sig, on_interrupt);
   // The LibTorch adapters (attncheck_torch.so) and any other built-in
-  // module; one that cannot be loaded is said, and the rest goes on.
-  for (const std::string& problem : load_builtin_modules()) {
+  // module load when a command needs them (a name of theirs, the default
+  // set, list): LibTorch takes seconds to start. One that cannot be
+  // loaded is said, and the rest goes on.
+  install_module_loader([](const std::string& problem) {
     std::cerr << "attncheck: warning: " << problem << "\n";
-  }
+  });
   CLI::App app{"attncheck: property-based verification of attention implementations"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version()));

@@ -1,6 +1,7 @@
 #include "attncheck/registry.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -12,6 +13,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const Implementation>, std::less<>> impls;
+  std::function<void(std::string_view)> loader;  // set_impl_loader
 };
 
 // Function-local so registrars in other translation units may run first.
@@ -52,11 +54,41 @@ std::vector<std::shared_ptr<const Implementation>> registered_impls() {
   return out;
 }
 
-std::shared_ptr<const Implementation> find_impl(std::string_view name) {
+namespace {
+
+std::shared_ptr<const Implementation> find_registered(std::string_view name) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   const auto it = r.impls.find(name);
   return it == r.impls.end() ? nullptr : it->second;
+}
+
+// The loader, copied out of the lock (it registers, which locks).
+std::function<void(std::string_view)> loader() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.loader;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Implementation>> every_impl() {
+  if (const auto load = loader()) load("");
+  return registered_impls();
+}
+
+std::shared_ptr<const Implementation> find_impl(std::string_view name) {
+  if (auto impl = find_registered(name)) return impl;
+  const auto load = loader();
+  if (!load) return nullptr;
+  load(name);
+  return find_registered(name);
+}
+
+void set_impl_loader(std::function<void(std::string_view name)> f) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.loader = std::move(f);
 }
 
 namespace detail {

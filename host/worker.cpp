@@ -202,7 +202,7 @@ std::shared_ptr<const Implementation> build(const std::string& mode, const std::
                                             const std::string& path) {
   if (mode == "builtin") {
     if (auto impl = find_impl(name)) return impl;
-    load_builtin_modules();  // an adapter: only its worker starts LibTorch
+    load_builtin_modules_for(name);  // an adapter: only its worker starts its module
     return find_impl(name);
   }
   for (auto& impl : load_file(mode, path))

@@ -60,7 +60,7 @@ Shard parse_shard(const std::string& text) {
 
 std::vector<std::shared_ptr<const Implementation>> default_impls() {
   std::vector<std::shared_ptr<const Implementation>> impls;
-  for (const auto& impl : registered_impls()) {
+  for (const auto& impl : every_impl()) {
     const Kind k = impl->info().kind;
     if (k == Kind::reference || k == Kind::adapter || k == Kind::layer) impls.push_back(impl);
   }

@@ -15,11 +15,25 @@ namespace attncheck {
 /// malformed or already taken.
 void register_impl(std::shared_ptr<const Implementation> impl);
 
-/// Every registered implementation, sorted by name.
+/// Every implementation registered so far, sorted by name: without an
+/// on-demand loader (set_impl_loader) that is every one there is.
 std::vector<std::shared_ptr<const Implementation>> registered_impls();
 
-/// The implementation with this name, or nullptr.
+/// Every implementation, sorted by name: the on-demand loader, if any, is
+/// asked for all of its implementations first.
+std::vector<std::shared_ptr<const Implementation>> every_impl();
+
+/// The implementation with this name, or nullptr; a name not registered
+/// yet is first passed to the on-demand loader, if any.
 std::shared_ptr<const Implementation> find_impl(std::string_view name);
+
+/// Installs a loader of implementations registered on demand (the
+/// attncheck command's built-in modules, host/modules.h, which take
+/// seconds to start): find_impl calls it with a name it does not know,
+/// every_impl() with an empty name ("all"); always outside the registry's
+/// lock, so that it may register implementations. Replaces any earlier
+/// loader; an empty function removes it.
+void set_impl_loader(std::function<void(std::string_view name)> loader);
 
 /// True for names of the form [a-z0-9_.-]+.
 bool valid_impl_name(std::string_view name);

@@ -73,3 +73,9 @@ set_tests_properties(isolation.refused_features PROPERTIES LABELS fast)
 add_test(NAME isolation.hang_keeps_verdicts COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hang_budget_test.sh
   $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_hostile>)
 set_tests_properties(isolation.hang_keeps_verdicts PROPERTIES LABELS fast)
+
+# Built-in modules (attncheck_torch.so, attncheck_ggml.so) load on demand:
+# only a command that needs one of their implementations starts it.
+add_test(NAME host.modules_on_demand COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/modules_on_demand_test.sh
+  $<TARGET_FILE:attncheck>)
+set_tests_properties(host.modules_on_demand PROPERTIES LABELS fast)
