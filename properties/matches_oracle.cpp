@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -95,35 +96,55 @@ struct ScoreExponents {
 // Q rounded to Q8_0 (q_cast, SPEC 4.1) errs by up to half its block's
 // scale, max |q| / 254 per element: bf16's unit roundoff (2^-8) of the
 // largest |q| in the logit error D. 0 for any other q_cast, whose u_qc
-// the tolerance charges against S_j as the sums' own roundoff.
-double q_block_roundoff(const PrecisionTraits& t) {
-  return t.q_cast && is_block_format(*t.q_cast) ? unit_roundoff(DType::bf16) : 0.0;
+// the tolerance charges against S_j as the sums' own roundoff. With K/V in
+// `kv`: a declaration of q_cast = kv (ggml's, q_cast_kv) rounds Q to Q8_0
+// exactly when K/V are blocks, as the tolerance reads it (q_cast_format).
+double q_block_roundoff(const PrecisionTraits& t, DType kv) {
+  const std::optional<DType> q = t.q_cast_format(kv);
+  return q && is_block_format(*q) ? unit_roundoff(DType::bf16) : 0.0;
 }
 
 // By stage (SPEC 4.1): the exp overflows in the softmax's format, and u is
 // the coarsest of the q.k sums', the stored scores' and the softmax's
-// (4 u_sm |s_j| in D).
-ScoreExponents extreme_exponents(const PrecisionTraits& t) {
+// (4 u_sm |s_j| in D), and Q's block rounding with K/V in `kv`.
+ScoreExponents extreme_exponents(const PrecisionTraits& t, DType kv) {
   const DType accum = t.softmax_format();
   const int lo = accum == DType::f64 ? 10 : accum == DType::f16 ? 4 : 7;  // 2^lo > overflow point
   const double u = std::max({unit_roundoff(t.score_format()), unit_roundoff(accum),
-                             unit_roundoff(t.s_cast_format()), q_block_roundoff(t)});
+                             unit_roundoff(t.s_cast_format()), q_block_roundoff(t, kv)});
   return {lo, std::ilogb(0.01 / u)};
 }
 
-// Where the range is empty no extreme score is judgeable: every case would
-// be discarded as ill-conditioned, so the property is skipped with why.
-std::optional<std::string> extreme_skip_reason(const ImplInfo& info, DType) {
+// The K/V formats a run in output dtype `d` draws: those of the declared
+// combinations with that output, and d itself where d is declared alone.
+std::vector<DType> kv_formats(const ImplInfo& info, DType d) {
+  std::vector<DType> kvs;
+  if (info.supports(d)) kvs.push_back(d);
+  for (const DTypeCombo& c : info.combos)
+    if (c.out == d && std::find(kvs.begin(), kvs.end(), c.kv) == kvs.end()) kvs.push_back(c.kv);
+  if (kvs.empty()) kvs.push_back(d);
+  return kvs;
+}
+
+// Where the range is empty for every K/V format the run draws, no extreme
+// score is judgeable: every case would be discarded as ill-conditioned, so
+// the property is skipped with why.
+std::optional<std::string> extreme_skip_reason(const ImplInfo& info, DType d) {
   const PrecisionTraits& t = info.precision;
-  const auto [lo, hi] = extreme_exponents(t);
-  if (lo <= hi) return std::nullopt;
-  if (q_block_roundoff(t) > std::max(unit_roundoff(t.s_cast_format()),
-                                     unit_roundoff(t.softmax_format()))) {
+  const std::vector<DType> kvs = kv_formats(info, d);
+  for (DType kv : kvs) {
+    const auto [lo, hi] = extreme_exponents(t, kv);
+    if (lo <= hi) return std::nullopt;
+  }
+  const DType kv = kvs.front();
+  const auto [lo, hi] = extreme_exponents(t, kv);
+  if (q_block_roundoff(t, kv) > std::max(unit_roundoff(t.s_cast_format()),
+                                         unit_roundoff(t.softmax_format()))) {
     return fmt::format(
         "not judgeable under the declared precision: Q rounded to {} (about 2^-8 of the largest "
         "|q|) keeps the first-order analysis of SPEC 4 only for scores below 2^{}, beneath the "
         "exp-overflow point 2^{} of {} accumulation",
-        dtype_name(*t.q_cast), hi, lo, dtype_name(t.softmax_format()));
+        dtype_name(*t.q_cast_format(kv)), hi, lo, dtype_name(t.softmax_format()));
   }
   const bool by_scores = unit_roundoff(t.s_cast_format()) > unit_roundoff(t.softmax_format());
   return fmt::format(
@@ -139,7 +160,7 @@ Case draw_extreme(CaseContext& ctx) {
   gen::GenSpec spec = ctx.spec();
   spec.features &= ~ATTNCHECK_FEATURE_SOFTCAP;  // a softcap bounds every score
   Problem p = *gen::problem(spec);
-  const auto [lo, hi] = extreme_exponents(ctx.info().precision);
+  const auto [lo, hi] = extreme_exponents(ctx.info().precision, combo_of(p).kv);
   if (max_abs_score(p) == 0) {  // small cases are all zeros: give them a score
     p.q.at(0, 0, 0, 0) = 1;
     // A block of K (SPEC 1.2) holds a 1 among other values only on some
