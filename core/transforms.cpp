@@ -29,14 +29,9 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map) {
 }
 
 Problem with_identity_values(const Problem& p) {
-  if (kv_in_blocks(p) && p.tk % kBlockValues != 0) {
-    throw std::invalid_argument(
-        "V = I with K/V in blocks of 32 needs tk a multiple of 32 (dv = tk), not " +
-        std::to_string(p.tk));
-  }
   Problem q = p;
-  q.dv = p.tk;
-  q.v = make_tensor(p.batch, p.kv_heads, p.tk, p.tk);
+  q.dv = kv_in_blocks(p) ? (p.tk + kBlockValues - 1) / kBlockValues * kBlockValues : p.tk;
+  q.v = make_tensor(p.batch, p.kv_heads, p.tk, q.dv);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t j = 0; j < p.tk; ++j) q.v.at(b, g, j, j) = 1;

@@ -24,10 +24,10 @@ Problem expand_kv_heads(const Problem& p, const KvHeadMap& map = {});
 
 /// The problem with V replaced by the tk x tk identity in every (b, K/V
 /// head) slice (dv = tk), so that output row i is weight row i: weights
-/// observed through the output. dout is dropped (its shape was for the
-/// old dv). Throws std::invalid_argument for K/V in a block format (SPEC
-/// 1.2) when tk is no multiple of 32: dv = tk would be no whole number of
-/// blocks, a problem no implementation may be handed.
+/// observed through the output (its first tk elements). dout is dropped
+/// (its shape was for the old dv). K/V in a block format (SPEC 1.2) need
+/// dv a multiple of 32: there V is the identity padded with zero columns
+/// to the next whole block, dv = 32 ceil(tk / 32).
 Problem with_identity_values(const Problem& p);
 
 /// Calls fn(b, g, j) once for every stored key row some sequence reads, in

@@ -144,14 +144,9 @@ void variance_test(const Implementation& impl, DType dtype, const RunConfig& con
       p.k.at(0, 0, 1, t) = blocks ? k1 : round_to(formats.kv, k1);
     }
     round_kv_to_blocks(p);
-    if (!info.has(ATTNCHECK_FEATURE_WEIGHTS) && blocks) {
-      // V = I padded to a whole block: out[0] and out[1] are the weights.
-      p.dv = kBlockValues;
-      p.v = make_tensor(1, 1, 2, kBlockValues);
-      p.v.at(0, 0, 0, 0) = p.v.at(0, 0, 1, 1) = 1;
-    } else if (!info.has(ATTNCHECK_FEATURE_WEIGHTS)) {
-      p = with_identity_values(p);
-    }
+    // V = I (padded to a whole block for block K/V): out[0] and out[1]
+    // are the weights.
+    if (!info.has(ATTNCHECK_FEATURE_WEIGHTS)) p = with_identity_values(p);
     const ForwardResult r = impl.forward(p);
     if (r.status == Status::unsupported) {
       ++out.discarded;

@@ -23,18 +23,27 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
                        gen::size_cost_cap(ctx.config().profile)) {
     ctx.discard("V = I beyond the profile's size cap");
   }
-  // Block K/V (SPEC 1.2) needs dv a multiple of 32: V = I only where tk is.
-  if (!returned && kv_in_blocks(q) && q.tk % kBlockValues != 0)
-    ctx.discard("V = I: dv = tk is no whole number of K/V blocks");
+  // Block K/V (SPEC 1.2): V = I padded with zero columns to whole blocks
+  // (dv = 32 ceil(tk / 32)); the weights are each output row's first tk.
   const Problem p = returned ? c.problem : with_identity_values(c.problem);
   ctx.screen(p);
   ForwardResult r = ctx.call_ok(p);
   auto [o, t] = ctx.reference(p);
   if (!returned) {
-    r.weights = r.out;
-    t.weights = t.out;
-    o.weights = o.out;
-    o.weights_radius = o.out_radius;
+    const auto first_tk = [&p](const std::vector<double>& out) {
+      if (p.dv == p.tk || out.empty()) return out;
+      const auto dv = static_cast<size_t>(p.dv), tk = static_cast<size_t>(p.tk);
+      std::vector<double> w;
+      w.reserve(out.size() / dv * tk);
+      for (size_t row = 0; row < out.size() / dv; ++row)
+        w.insert(w.end(), out.begin() + static_cast<ptrdiff_t>(row * dv),
+                 out.begin() + static_cast<ptrdiff_t>(row * dv + tk));
+      return w;
+    };
+    r.weights = first_tk(r.out);
+    t.weights = first_tk(t.out);
+    o.weights = first_tk(o.out);
+    o.weights_radius = first_tk(o.out_radius);
   }
   // With a sink (SPEC 2) the real keys' weights sum to 1 - a_sink: the
   // reference's weights summed. Each is within its radius (0 when

@@ -182,13 +182,18 @@ TEST(QuantKv, ALogitErrorPastTheLinearisationOnATinyWeightIsCovered) {
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
 }
 
-TEST(QuantKv, IdentityValuesRefuseAPartialBlock) {
-  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 3, 32, 32);
-  p.kv_dtype = DType::q8_0;
-  EXPECT_THROW(with_identity_values(p), std::invalid_argument);
-  p = Problem::zeros(DType::f32, 1, 1, 1, 1, 32, 32, 32);
-  p.kv_dtype = DType::q8_0;
-  EXPECT_NO_THROW(with_identity_values(p).validate());
+// V = I of block K/V is padded with zero columns to whole blocks, so that
+// RowSumsToOne judges block kernels without returned weights at any tk.
+TEST(QuantKv, IdentityValuesArePaddedToWholeBlocks) {
+  for (const int64_t tk : {3, 32, 33}) {
+    Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, tk, 32, 32);
+    p.kv_dtype = DType::q8_0;
+    const Problem q = with_identity_values(p);
+    EXPECT_NO_THROW(q.validate()) << tk;
+    EXPECT_EQ(q.dv, (tk + 31) / 32 * 32) << tk;
+    for (int64_t j = 0; j < tk; ++j)
+      for (int64_t d = 0; d < q.dv; ++d) EXPECT_EQ(q.v.at(0, 0, j, d), j == d ? 1 : 0);
+  }
 }
 
 TEST(QuantKv, SharedBlockScalesLeaveRoomForTranslations) {
