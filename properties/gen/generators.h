@@ -123,10 +123,14 @@ struct GenSpec {
   /// Version 2 parts every problem has (a subset of v2): a sink, a packed
   /// or a paged layout, descales.
   Features v2_required = 0;
+  /// The property takes version 2 problems (with_v2, with_sinks): the
+  /// declared mixed format combinations are drawn then, whether or not
+  /// the implementation declares any version 2 feature (v2 may be 0).
+  bool v2_problems = false;
   /// The input formats a problem may take, each {q, kv, out = dtype}: the
   /// implementation's declared combinations with this output format (empty:
-  /// q = kv = dtype). Each problem draws one; with v2 = 0 only {dtype,
-  /// dtype, dtype} is drawn.
+  /// q = kv = dtype). Each problem draws one; without v2_problems only
+  /// {dtype, dtype, dtype} is drawn (where declared).
   std::vector<DTypeCombo> combos;
 };
 
@@ -138,6 +142,7 @@ inline constexpr Features kV2Features = ATTNCHECK_FEATURE_SINK | ATTNCHECK_FEATU
 /// (spec.v2 = its declared v2 bits).
 inline GenSpec with_v2(GenSpec spec) {
   spec.v2 = spec.features & kV2Features;
+  spec.v2_problems = true;
   return spec;
 }
 
@@ -146,6 +151,7 @@ inline GenSpec with_v2(GenSpec spec) {
 /// (SPEC 2, "With a sink the version 1 properties read").
 inline GenSpec with_sinks(GenSpec spec) {
   spec.v2 = spec.features & ATTNCHECK_FEATURE_SINK;
+  spec.v2_problems = true;
   return spec;
 }
 

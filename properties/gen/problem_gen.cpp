@@ -1101,15 +1101,23 @@ SizeShape as_sequences(SizeShape s) {
 }
 
 Problem draw_problem(const GenSpec& spec) {
-  // Version 1 problems unless the property takes version 2 parts, or the
-  // implementation declares no combination with q = kv = out: then every
-  // problem is in one of its combinations (SPEC 5.1: the harness never
-  // hands it another).
+  // Version 1 problems unless the property takes version 2 problems, or
+  // the implementation declares no combination with q = kv = out: then
+  // every problem is in one of its combinations (SPEC 5.1: the harness
+  // never hands it another). A property that takes version 2 problems
+  // draws the declared mixed combinations even where the implementation
+  // declares no version 2 feature (v2 = 0): a kernel of f32 and bf16 K/V
+  // alone was checked in f32 only.
   const DTypeCombo uniform{spec.dtype, spec.dtype, spec.dtype};
   const bool uniform_ok = spec.combos.empty() ||
                           std::find(spec.combos.begin(), spec.combos.end(), uniform) != spec.combos.end();
-  const bool any_combo = !spec.combos.empty() && (spec.v2 != 0 || !uniform_ok);
-  if (!spec.size && spec.v2 == 0 && uniform_ok) return draw_dense(spec, uniform, spec.max_bh);
+  const bool mixed = std::any_of(spec.combos.begin(), spec.combos.end(),
+                                 [&](const DTypeCombo& c) { return c != uniform; });
+  const bool any_combo =
+      !spec.combos.empty() && (spec.v2 != 0 || !uniform_ok || (spec.v2_problems && mixed));
+  if (!spec.size && spec.v2 == 0 && uniform_ok && !any_combo) {
+    return draw_dense(spec, uniform, spec.max_bh);
+  }
   const ServingPlan plan = spec.size ? size_plan(spec, any_combo) : draw_plan(spec, any_combo);
   const DTypeCombo formats = any_combo ? spec.combos[plan.combo] : uniform;
   GenSpec dense = varlen(plan) ? without_varlen_exclusions(spec) : spec;

@@ -143,9 +143,33 @@ TEST(ServingGenerator, PagedKeysAreTheDenseKeysTheirTableNames) {
 TEST(ServingGenerator, SpecsWithoutServingPartsDrawNone) {
   gen::GenSpec spec = serving_spec();
   spec.v2 = 0;
+  spec.v2_problems = false;
   sample(spec, [](const Problem& p) {
     ASSERT_FALSE(p.needs_v2());
   });
+}
+
+// A declaration of q = kv = out = f32 and (f32, bf16, f32), with no
+// version 2 feature: a property that takes version 2 problems draws the
+// bf16 K/V too (issue 33 item 4: before, only declarations without the
+// uniform combination ever drew theirs; the real-size plan takes the same
+// choice); one that takes version 1 problems only draws f32.
+TEST(ServingGenerator, DeclaredCombosAreDrawnWithoutVersion2Features) {
+  ImplInfo info = find_impl("loop_f64")->info();
+  info.features &= ~gen::kV2Features;
+  info.combos = {{DType::f32, DType::f32, DType::f32}, {DType::f32, DType::bf16, DType::f32}};
+  const gen::GenSpec plain = gen::spec_for(info, DType::f32);
+  ASSERT_EQ(gen::with_sinks(plain).v2, 0u);
+  int bf16_kv = 0, f32_kv = 0;
+  sample(gen::with_sinks(plain), [&](const Problem& p) {
+    ASSERT_NO_THROW(p.validate());
+    ASSERT_TRUE(info.supports(combo_of(p)));
+    ASSERT_FALSE(p.varlen() || p.paged || p.descale || !p.sink.empty());
+    (p.kv_dtype == DType::bf16 ? bf16_kv : f32_kv)++;
+  });
+  EXPECT_GT(bf16_kv, kSamples / 4);
+  EXPECT_GT(f32_kv, kSamples / 4);
+  sample(plain, [](const Problem& p) { ASSERT_FALSE(p.kv_dtype.has_value()); });
 }
 
 }  // namespace
