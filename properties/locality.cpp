@@ -160,11 +160,9 @@ void validate_slice(const Fixture& f) {
   const Problem& p = f.problem;
   a.required({"changed", "index"});
   a.one_of("changed", {"kv_head", "batch"});
-  if (const auto* v = a.find("index")) {
-    const auto* changed = a.find("changed");
-    const bool by_head = changed && *changed == "kv_head";
-    a.integer_in("index", *v, 0, by_head ? p.kv_heads : p.batch, by_head ? "kv_head" : "batch");
-  }
+  const bool by_head = *a.find("changed") == "kv_head";
+  a.integer_in("index", *a.find("index"), 0, by_head ? p.kv_heads : p.batch,
+               by_head ? "kv_head" : "batch");
 }
 
 void judge_slice(CaseContext& ctx, const Case& c) {
