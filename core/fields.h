@@ -53,8 +53,9 @@ struct Field {
   bool in(Codec c) const { return (codecs & c) != 0; }
 };
 
-/// The version 2 parts of a problem (SPEC 1.1): the Python bridge speaks
-/// version 1 of the C ABI and offers none of them (_declare.py).
+/// The version 2 parts of a problem (SPEC 1.1) the Python bridge does not
+/// offer (_declare.py): sinks, descales, packed and paged layouts. Its
+/// input formats (q_dtype, kv_dtype: mixed, fp8 and block K/V) it does.
 inline constexpr unsigned kNotPython = kAll & ~kPython;
 
 /// Calls f(Field, member) for every data member of a Problem (const or
@@ -89,8 +90,8 @@ void for_each_problem_field(P& p, F&& f) {
   f(Field{"dout", kAll & ~kDescribe}, p.dout);
   // Version 2 (SPEC 1.1). describe shows the two input formats as one
   // combination, "formats q=...,kv=...,out=...".
-  f(Field{"q_dtype", kNotPython, "formats"}, p.q_dtype);
-  f(Field{"kv_dtype", kNotPython, "formats"}, p.kv_dtype);
+  f(Field{"q_dtype", kAll, "formats"}, p.q_dtype);
+  f(Field{"kv_dtype", kAll, "formats"}, p.kv_dtype);
   f(Field{"descale", kNotPython}, p.descale);
   f(Field{"sink", kNotPython}, p.sink);
   // The JSON file spells it as cu_seqlens_q and cu_seqlens_k, top level.
@@ -156,8 +157,9 @@ void for_each_impl_info_field(I& i, F&& f) {
   // Only the broken twins are caught by a property.
   f(Field{"caught_by", kJson | kWire | kDescribe, "caught by"}, i.caught_by);
   f(Field{"origin", kJson | kWire | kDescribe}, i.origin);
-  // Version 2 of the C ABI; the Python bridge declares dtypes only.
-  f(Field{"combos", kAll & ~kPython}, i.combos);
+  // Version 2 of the C ABI; the Python bridge takes them in dtypes=[...]
+  // as their spellings ("q=f32,kv=q8_0,out=f32").
+  f(Field{"combos"}, i.combos);
   // Dispatch paths (SPEC 4.1); the Python bridge takes them inside
   // precision={..., "paths": [...]}.
   f(Field{"paths", kAll, "path "}, i.paths);

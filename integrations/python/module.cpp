@@ -74,7 +74,9 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
   py::dict d;
   d["property"] = o.property;
   d["impl"] = o.impl;
-  d["dtype"] = std::string(dtype_name(o.dtype));
+  // The combination the run pinned (check(dtypes=["q=f32,kv=q8_0,out=f32"]))
+  // by its name, as the text report and the fixture spell it.
+  d["dtype"] = o.combo ? combo_name(*o.combo) : std::string(dtype_name(o.dtype));
   d["status"] = std::string(status_name(o.status));
   d["cases"] = o.cases;
   d["discarded"] = o.discarded;
@@ -154,8 +156,12 @@ class Checker {
     SessionConfig config;
     config.impls = {impl_};
     config.properties = {prop};
-    config.dtype = parse_dtype(dtype);
     config.run = run_config(seed, profile, cases, strict, save_failures_dir, timeout_ms_);
+    // A dtype, or a combination of formats (q=F,kv=F,out=F) the run pins
+    // its inputs to, as `check --dtype COMBO` does.
+    const DTypeCombo combo = parse_dtype_combo(dtype);
+    config.dtype = combo.out;
+    if (!(combo.q == combo.out && combo.kv == combo.out)) config.run.combo = combo;
     if (!expected_failures.empty()) config.expected_failures = load_expected_failures(expected_failures);
     // The isolated implementation keeps its hangs across these sessions:
     // the run's bound on hangs (docs/isolation.md) holds for the checker.
@@ -250,6 +256,14 @@ PYBIND11_MODULE(_core, m) {
     for (const PropertyDef& p : property_catalog()) ps.emplace_back(p.name, p.statement);
     return ps;
   });
+  // A dtype or combination's parts (q, kv, out) in SPEC 5.2's spelling,
+  // and its canonical name (the dtype alone when q = kv = out); ValueError
+  // naming the text for anything else.
+  m.def("parse_combo", [](const std::string& text) {
+    const DTypeCombo c = parse_dtype_combo(text);
+    return py::make_tuple(std::string(dtype_name(c.q)), std::string(dtype_name(c.kv)),
+                          std::string(dtype_name(c.out)), combo_name(c));
+  });
   m.def("resolve_seed", [](std::optional<std::string> given) { return resolve_seed(given, "seed"); });
 
   m.def("problem_from_json", [](const std::string& text, const std::string& where) {
@@ -260,6 +274,9 @@ PYBIND11_MODULE(_core, m) {
     const Fixture f = load_fixture(path);
     return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
   });
+  // The engine's own dict of a problem dict: validated, with the block
+  // formats' bytes (attncheck.Problem's constructor).
+  m.def("problem_round_trip", [](const py::dict& d) { return problem_to_py(problem_from_py(d)); });
   m.def("problem_to_json", [](const py::dict& d) {
     return problem_to_json(problem_from_py(d)).dump(1);
   });

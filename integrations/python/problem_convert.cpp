@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "attncheck/dtype_blocks.h"
 #include "attncheck/error.h"
 
 namespace attncheck::python {
@@ -27,6 +28,27 @@ py::array_t<T> to_array(const std::vector<T>& data, std::vector<py::ssize_t> sha
 py::tuple tensor_to_py(const Tensor& t) {
   return py::make_tuple(to_array(t.data, {static_cast<py::ssize_t>(t.data.size())}),
                         py::make_tuple(t.strides[0], t.strides[1], t.strides[2], t.strides[3]));
+}
+
+// K or V stored in a block format (SPEC 1.2) as the bytes a ggml kernel
+// reads: uint8 [batch][kv_heads][tk][d / 32][block_bytes], each block the
+// canonical encoding of its 32 logical values (the bytes a fixture replays
+// to and the C ABI hands a plugin), contiguous whatever the tensor's strides.
+py::array_t<uint8_t> blocks_to_py(const Tensor& t, DType format, int64_t batch, int64_t heads,
+                                  int64_t rows, int64_t d) {
+  const auto bytes = static_cast<py::ssize_t>(block_bytes(format));
+  const int64_t blocks = d / kBlockValues;
+  py::array_t<uint8_t> a({batch, heads, rows, blocks, bytes});
+  unsigned char* out = a.mutable_data();
+  std::array<double, kBlockValues> values{};
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t g = 0; g < heads; ++g)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < blocks; ++k, out += bytes) {
+          for (int64_t e = 0; e < kBlockValues; ++e) values[e] = t.at(b, g, r, k * kBlockValues + e);
+          encode_values(format, values, out);
+        }
+  return a;
 }
 
 // The values of a C-contiguous array of `n` elements (cast by NumPy).
@@ -64,6 +86,9 @@ std::optional<Broadcast<T>> broadcast_from_py(const py::dict& d, const char* fie
 py::dict problem_to_py(const Problem& p) {
   py::dict d;
   d["dtype"] = std::string(dtype_name(p.dtype));
+  const DType kv_format = p.kv_dtype.value_or(p.dtype);
+  d["q_dtype"] = std::string(dtype_name(p.q_dtype.value_or(p.dtype)));
+  d["kv_dtype"] = std::string(dtype_name(kv_format));
   d["batch"] = p.batch;
   d["heads"] = p.heads;
   d["kv_heads"] = p.kv_heads;
@@ -74,6 +99,13 @@ py::dict problem_to_py(const Problem& p) {
   d["q"] = tensor_to_py(p.q);
   d["k"] = tensor_to_py(p.k);
   d["v"] = tensor_to_py(p.v);
+  if (is_block_format(kv_format)) {
+    d["k_blocks"] = blocks_to_py(p.k, kv_format, p.batch, p.kv_heads, p.tk, p.dk);
+    d["v_blocks"] = blocks_to_py(p.v, kv_format, p.batch, p.kv_heads, p.tk, p.dv);
+  } else {
+    d["k_blocks"] = py::none();
+    d["v_blocks"] = py::none();
+  }
   d["key_valid"] = p.key_valid.empty() ? py::object(py::none())
                                        : py::object(to_array(p.key_valid, {p.batch, p.tk}));
   d["mask"] = p.mask ? py::object(to_array(p.mask->data, {p.mask->batch, p.mask->heads, p.tq, p.tk}))
@@ -94,6 +126,19 @@ py::dict problem_to_py(const Problem& p) {
 Problem problem_from_py(const py::dict& d) {
   Problem p;
   p.dtype = parse_dtype(d["dtype"].cast<std::string>());
+  // The input formats (SPEC 1.1, 1.2); absent or equal to dtype: uniform.
+  const auto input_format = [&](const char* field, bool kv) -> std::optional<DType> {
+    if (!d.contains(field) || d[field].is_none()) return std::nullopt;
+    const auto name = d[field].cast<std::string>();
+    try {
+      const DType f = kv ? parse_kv_format(name) : parse_format(name);
+      return f == p.dtype ? std::nullopt : std::optional<DType>(f);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("problem field '{}': {}", field, e.what()));
+    }
+  };
+  p.q_dtype = input_format("q_dtype", false);
+  p.kv_dtype = input_format("kv_dtype", true);
   for (auto [field, x] : {std::pair{"batch", &p.batch}, {"heads", &p.heads},
                           {"kv_heads", &p.kv_heads}, {"tq", &p.tq}, {"tk", &p.tk},
                           {"dk", &p.dk}, {"dv", &p.dv}}) {
@@ -194,6 +239,14 @@ ImplInfo info_from_py(const py::dict& d, const std::string& origin) {
   i.description = d["description"].cast<std::string>();
   for (const auto& name : d["dtypes"].cast<std::vector<std::string>>()) {
     i.dtypes |= dtype_bit(parse_dtype(name));
+  }
+  // Combinations of formats (as the C ABI's combos): when given, they are
+  // every combination declared, and dtypes the formats d whose {d, d, d} is
+  // among them (attncheck._declare checked both).
+  if (d.contains("combos")) {
+    for (const auto& text : d["combos"].cast<std::vector<std::string>>()) {
+      i.combos.push_back(parse_dtype_combo(text));
+    }
   }
   i.features = d["features"].cast<Features>();
   i.empty_rows = d["empty_rows"].cast<std::string>() == "zero" ? EmptyRowPolicy::zero

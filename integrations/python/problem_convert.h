@@ -13,8 +13,11 @@ namespace attncheck::python {
 
 namespace py = pybind11;
 
-/// The dict attncheck.Problem._from_core reads: dtype (name), the dims,
-/// q / k / v as (flat float64 array, strides in elements), key_valid
+/// The dict attncheck.Problem._from_core reads: dtype (name), q_dtype and
+/// kv_dtype (names, dtype's when uniform), the dims,
+/// q / k / v as (flat float64 array, strides in elements; the logical
+/// values), k_blocks / v_blocks (uint8 [batch][kv_heads][tk][d/32][bytes],
+/// ggml's layout, when kv_dtype is a block format; else None), key_valid
 /// (uint8 [batch][tk]) or None, mask (uint8 [b|1][h|1][tq][tk]) or None,
 /// bias (float64, the same shape) or None, causal, align ("top_left" or
 /// "bottom_right"), window_left / window_right, scale, softcap, dout
@@ -22,7 +25,8 @@ namespace py = pybind11;
 py::dict problem_to_py(const Problem& p);
 
 /// The inverse, from the dict attncheck.Problem._to_core writes (q, k, v
-/// contiguous float64 arrays of their logical shape). Validated; throws
+/// contiguous float64 arrays of their logical shape; q_dtype / kv_dtype
+/// optional, k_blocks ignored: the logical values are the problem). Validated; throws
 /// InputError naming the field.
 Problem problem_from_py(const py::dict& d);
 
@@ -39,7 +43,8 @@ py::dict oracle_to_py(const Problem& p, const OracleResult& r);
 PrecisionTraits precision_from_py(const py::dict& prec);
 
 /// The declaration attncheck.Implementation._declaration() returns: name,
-/// description, dtypes (names), features (bits), empty_rows ("error" or
+/// description, dtypes (names), combos (optional: combination names as
+/// parse_dtype_combo reads them), features (bits), empty_rows ("error" or
 /// "zero"), precision {as precision_from_py reads, and paths [{name, and
 /// the same keys}]}, limits {max_tq, ...}. Kind plugin, origin `origin`.
 ImplInfo info_from_py(const py::dict& d, const std::string& origin);

@@ -335,6 +335,32 @@ TEST(GradientsMatchOracle, SkipsImplementationsWithoutBackward) {
   EXPECT_FALSE(o.message.empty());
 }
 
+TEST(GradientsMatchOracle, SkipsABackwardWhoseQIsQuantizedInBlocks) {
+  // The gradients' analysis charges Q's rounding as a unit roundoff, which
+  // q8_0 has not (it once threw asking for one): skipped with the reason,
+  // for the declaration's q_cast and for a path's.
+  ImplInfo info = impls::reference_info("q8_q_backward", DType::f32,
+                                        impls::kLoopFeatures | ATTNCHECK_FEATURE_BACKWARD,
+                                        EmptyRowPolicy::error, "test");
+  const PropertyDef* prop = find_property("GradientsMatchOracle");
+  ASSERT_NE(prop, nullptr);
+  EXPECT_EQ(prop->skip_reason(info, DType::f32), std::nullopt);
+  ImplInfo declared = info;
+  declared.precision.q_cast = DType::q8_0;
+  ImplInfo in_a_path = info;
+  in_a_path.precision.q_cast = DType::f16;
+  in_a_path.paths.push_back({"blocks", declared.precision});
+  for (const ImplInfo& i : {declared, in_a_path}) {
+    const auto why = prop->skip_reason(i, DType::f32);
+    ASSERT_NE(why, std::nullopt);
+    EXPECT_NE(why->find("q_cast q8_0"), std::string::npos) << *why;
+  }
+  impls::FunctionImpl f32(
+      declared, [](const Problem& p) { return impls::loop_forward<float>(p, EmptyRowPolicy::error); },
+      [](const Problem& p) { return impls::loop_backward<float>(p, EmptyRowPolicy::error); });
+  EXPECT_EQ(run(f32, DType::f32, 20).status, PropertyStatus::skipped);
+}
+
 TEST(GradientsMatchOracle, FailsOnEveryBrokenBackward) {
   int broken = 0;
   for (const auto& i : registered_impls()) {

@@ -38,7 +38,8 @@ class Outcome:
     message is the whole text report (for a failure: the offending elements,
     the shrunk problem, the diagnosis, the seed, the reproduce line and the
     fixture). As data: counterexample (the shrunk problem's shape, a dict),
-    diagnosis (the names of the known bug classes that explain it), fixture
+    diagnosis (the names of the known bug classes that explain it),
+    real_sizes (the real-size phase's counts, or None), fixture
     (its path), reproduce (the command line that reruns the search), and
     problem / args, read from the fixture."""
 
@@ -50,6 +51,9 @@ class Outcome:
         self.cases = d["cases"]
         self.discarded = d["discarded"]
         self.max_budget_used = d["max_budget_used"]
+        # The real-size phase's counts (SPEC 3): {"shapes", "judged",
+        # "beyond_precision", "discarded", "unsupported"}, None without one.
+        self.real_sizes = d["real_sizes"]
         self.message = d["message"]
         self.fixture = d["fixture"]
         self.counterexample = d["counterexample"]
@@ -178,11 +182,19 @@ def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=Non
     decl = checker.declaration()
     seed = _core.resolve_seed(None if seed is None else str(seed))
     if dtypes is None:
-        dtypes = decl["dtypes"]
+        # Every output format: each run draws its inputs' formats among the
+        # combinations declared with that output.
+        outs = set(decl["dtypes"]) | {c["out"] for c in decl["combos"]}
+        dtypes = [d for d in DTYPES if d in outs]
     dtypes = [dtypes] if isinstance(dtypes, str) else list(dtypes)
     for d in dtypes:
-        if d not in DTYPES:
-            raise ValueError(f"dtypes: unknown dtype {d!r} (expected some of {', '.join(DTYPES)})")
+        # A dtype, or one combination the run pins its inputs to.
+        if not isinstance(d, str):
+            raise ValueError(f"dtypes: {d!r} is not a dtype name")
+        try:
+            _core.parse_combo(d)
+        except ValueError as e:
+            raise ValueError(f"dtypes: {e}") from None
     catalog = [name for name, _ in _core.properties()]
     if properties is None:
         properties = catalog

@@ -48,11 +48,14 @@ class Implementation:
     file that declared it and calls it there."""
 
     def __init__(self, fn, name, dtypes, features, precision, empty_rows, limits,
-                 description, outputs, path, backward=None):
+                 description, outputs, path, backward=None, combos=()):
         self.fn = fn
         self.backward = backward
         self.name = name
+        # The output formats (one check per each), and every declared
+        # combination of formats when some is mixed ([] otherwise).
         self.dtypes = dtypes
+        self.combos = list(combos)
         self.features = features
         self.precision = precision
         self.empty_rows = empty_rows
@@ -75,10 +78,14 @@ class Implementation:
             bits |= FEATURES[f]
         if self.backward is not None:
             bits |= _ALL_FEATURES["backward"]
+        # As the C ABI's descriptor: with combos, dtypes holds the formats d
+        # whose {d, d, d} is among them.
+        uniform = [c for c in self.combos if "=" not in c]
         return {
             "name": self.name,
             "description": self.description,
-            "dtypes": list(self.dtypes),
+            "dtypes": uniform if self.combos else list(self.dtypes),
+            "combos": list(self.combos),
             "features": bits,
             "empty_rows": self.empty_rows,
             "precision": dict(self.precision),
@@ -87,15 +94,30 @@ class Implementation:
 
 
 def _dtype_list(dtypes, what):
+    """(output formats, combos): the output formats in DTYPES order, and
+    the canonical names of every declared combination of formats when some
+    entry is one (SPEC 5.2's spelling, "q=f32,kv=q8_0,out=f32"; a dtype d
+    beside them is the combination q = kv = out = d), else []."""
     if isinstance(dtypes, str):
         dtypes = [dtypes]
     dtypes = list(dtypes)
     if not dtypes:
-        raise ValueError(f"{what}: no dtype (expected some of {', '.join(DTYPES)})")
+        raise ValueError(f"{what}: no dtype (expected some of {', '.join(DTYPES)}, or "
+                         f"combinations q=F,kv=F,out=F)")
+    parts = []
     for d in dtypes:
-        if d not in DTYPES:
-            raise ValueError(f"{what}: unknown dtype {d!r} (expected one of {', '.join(DTYPES)})")
-    return [d for d in DTYPES if d in dtypes]
+        if not isinstance(d, str):
+            raise ValueError(f"{what}: {d!r} is not a dtype name")
+        try:
+            q, kv, out, canonical = _core.parse_combo(d)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
+        if canonical in (c for _, _, _, c in parts):
+            raise ValueError(f"{what}: {d!r} is declared twice")
+        parts.append((q, kv, out, canonical))
+    outputs = [d for d in DTYPES if any(out == d for _, _, out, _ in parts)]
+    mixed = any(not (q == kv == out) for q, kv, out, _ in parts)
+    return outputs, ([c for _, _, _, c in parts] if mixed else [])
 
 
 # Precision by stage (SPEC 4.1): Q may be rounded to any format, to q8_0
@@ -194,7 +216,11 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
     torch.bfloat16 tensor or float32 values representable in bf16.
 
     name: unique, [a-z0-9_.-]+.  dtypes: some of "f64", "f32", "bf16",
-    "f16".  features: names of plugin.h's ATTNCHECK_FEATURE_* bits in lower
+    "f16", and combinations of formats spelled as `check --dtype` spells
+    them ("q=f32,kv=q8_0,out=f32": q and kv also e4m3 or e5m2, kv also the
+    block formats q8_0 and q4_0); with a combination in the list, the list
+    is every combination declared (a plain "f32" is q = kv = out = f32),
+    and each problem's formats are p.q_dtype and p.kv_dtype.  features: names of plugin.h's ATTNCHECK_FEATURE_* bits in lower
     case ("key_valid", "causal", "window", "mask", "bias", "gqa", "strides",
     "weights", "lse", "softcap", "align_top_left", "align_bottom_right",
     "scale", "nondeterministic"); only problems inside them are generated.
@@ -220,7 +246,7 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
     what = f"attncheck.implementation(name={name!r})"
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"{what}: the name must match [a-z0-9_.-]+")
-    dtypes = _dtype_list(dtypes, what + " dtypes")
+    dtypes, combos = _dtype_list(dtypes, what + " dtypes")
     if isinstance(features, str):
         features = [features]
     features = [f.lower() for f in features]
@@ -262,7 +288,7 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
         source = sys._getframe(1).f_code.co_filename
         impl = Implementation(target, name, dtypes, features, prec, empty_rows, lim,
                               description or (target.__doc__ or "").strip().split("\n")[0],
-                              outputs, os.path.abspath(source), backward)
+                              outputs, os.path.abspath(source), backward, combos)
         previous = _declared.get(name)
         if previous is not None and previous.path != impl.path:
             raise ValueError(f"{what}: already declared in {previous.path}")

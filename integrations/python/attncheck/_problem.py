@@ -6,10 +6,18 @@ import numpy as np
 
 from . import _core
 
-# The NumPy type an implementation receives per dtype. NumPy has no
-# bfloat16: bf16 values come as float32 arrays, every element exactly a
-# bf16 value (torch.from_numpy(a).to(torch.bfloat16) is exact).
-NUMPY_DTYPES = {"f64": np.float64, "f32": np.float32, "bf16": np.float32, "f16": np.float16}
+# The NumPy type an implementation receives per format. NumPy has no
+# bfloat16 and no fp8: bf16, e4m3 and e5m2 values come as float32 arrays,
+# every element exactly a value of the format (torch.from_numpy(a).to(
+# torch.bfloat16) is exact). A block format's logical values (an f16 scale
+# times an integer of at most 8 bits: 19 significant bits, below 2^24) are
+# float32 exactly too; its bytes come beside them (Problem.k_blocks).
+NUMPY_DTYPES = {"f64": np.float64, "f32": np.float32, "bf16": np.float32, "f16": np.float16,
+                "e4m3": np.float32, "e5m2": np.float32, "q8_0": np.float32, "q4_0": np.float32}
+
+# The block formats (SPEC 1.2): K/V only, 32 values to a block along the
+# head dimension; bytes per block.
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 
 
 def _readonly(a):
@@ -20,10 +28,19 @@ def _readonly(a):
 class Problem:
     """One scaled dot-product attention problem.
 
-    Fields (SPEC section 1): dtype ("f64", "f32", "bf16", "f16"); batch,
-    heads, kv_heads, tq, tk, dk, dv; q [batch][heads][tq][dk], k
-    [batch][kv_heads][tk][dk], v [batch][kv_heads][tk][dv] in
-    numpy_dtype (strided views when the implementation declares "strides");
+    Fields (SPEC section 1): dtype ("f64", "f32", "bf16", "f16": the
+    format of out, bias, dout); q_dtype and kv_dtype, the formats of q and
+    of k / v (dtype's unless the implementation declares combinations:
+    also "e4m3", "e5m2", and for k / v the block formats "q8_0", "q4_0");
+    batch, heads, kv_heads, tq, tk, dk, dv; q [batch][heads][tq][dk], k
+    [batch][kv_heads][tk][dk], v [batch][kv_heads][tk][dv], each in its
+    format's NumPy type (NUMPY_DTYPES; strided views when the
+    implementation declares "strides"), k and v always the logical values;
+    k_blocks, v_blocks: with a block kv_dtype, the bytes ggml stores, uint8
+    [batch][kv_heads][tk][d / 32][34 (q8_0) or 18 (q4_0)] (SPEC 1.2: an f16
+    scale, little-endian, then q8_0's 32 int8, or q4_0's 16 bytes whose
+    low nibbles are elements 0-15 and high nibbles 16-31, each stored as
+    the integer + 8), else None;
     key_valid bool [batch][tk] or None; mask bool [batch|1][heads|1][tq][tk]
     or None (True = allowed); bias [batch|1][heads|1][tq][tk] or None
     (added after the softcap); causal; align "top_left" or "bottom_right";
@@ -32,9 +49,9 @@ class Problem:
     read-only.
     """
 
-    def __init__(self, q, k, v, *, dtype=None, key_valid=None, mask=None, bias=None,
-                 causal=False, align="top_left", window_left=-1, window_right=-1,
-                 scale=None, softcap=0.0, dout=None):
+    def __init__(self, q, k, v, *, dtype=None, q_dtype=None, kv_dtype=None, key_valid=None,
+                 mask=None, bias=None, causal=False, align="top_left", window_left=-1,
+                 window_right=-1, scale=None, softcap=0.0, dout=None):
         q, k, v = (np.asarray(x) for x in (q, k, v))
         for name, x in (("q", q), ("k", k), ("v", v)):
             if x.ndim != 4:
@@ -55,11 +72,25 @@ class Problem:
         self.scale = float(1.0 / np.sqrt(self.dk) if scale is None else scale)
         self.softcap = float(softcap)
         self.dout = None if dout is None else np.asarray(dout)
+        self.q_dtype = q_dtype or self.dtype
+        self.kv_dtype = kv_dtype or self.dtype
+        self.k_blocks = self.v_blocks = None
+        if self.kv_dtype in BLOCK_BYTES:
+            # The bytes of the logical values, from the engine's encoding
+            # (which refuses values no block holds, naming the block).
+            d = _core.problem_round_trip(self._to_core())
+            self.k_blocks, self.v_blocks = _readonly(d["k_blocks"]), _readonly(d["v_blocks"])
 
     @property
     def numpy_dtype(self):
-        """The NumPy type of q, k, v and out (float32 for bf16)."""
+        """The NumPy type of out (and of q, k, v when their formats are
+        dtype's): float32 for bf16."""
         return NUMPY_DTYPES[self.dtype]
+
+    @property
+    def mixed(self):
+        """Whether q or k / v has a format other than dtype."""
+        return self.q_dtype != self.dtype or self.kv_dtype != self.dtype
 
     def position(self, i):
         """Key position of query i: i, or i + tk - tq bottom-right aligned."""
@@ -93,7 +124,9 @@ class Problem:
                   f"window [{self.window_left}, {self.window_right}]"
                   if (self.window_left, self.window_right) != (-1, -1) else "",
                   f"softcap {self.softcap:g}" if self.softcap else ""]
-        return (f"<attncheck.Problem {self.dtype} batch {self.batch} heads {self.heads} "
+        formats = (f"q={self.q_dtype},kv={self.kv_dtype},out={self.dtype}" if self.mixed
+                   else self.dtype)
+        return (f"<attncheck.Problem {formats} batch {self.batch} heads {self.heads} "
                 f"kv_heads {self.kv_heads} tq {self.tq} tk {self.tk} dk {self.dk} dv {self.dv} "
                 f"scale {self.scale:g}{''.join(' ' + e for e in extras if e)}>")
 
@@ -105,14 +138,16 @@ class Problem:
         the problem's dtype; q, k, v keep the generated layout."""
         p = cls.__new__(cls)
         npd = NUMPY_DTYPES[d["dtype"]]
-        for key in ("dtype", "batch", "heads", "kv_heads", "tq", "tk", "dk", "dv", "causal",
-                    "align", "window_left", "window_right", "scale", "softcap"):
+        for key in ("dtype", "q_dtype", "kv_dtype", "batch", "heads", "kv_heads", "tq", "tk",
+                    "dk", "dv", "causal", "align", "window_left", "window_right", "scale",
+                    "softcap"):
             setattr(p, key, d[key])
         shapes = {"q": (p.batch, p.heads, p.tq, p.dk), "k": (p.batch, p.kv_heads, p.tk, p.dk),
                   "v": (p.batch, p.kv_heads, p.tk, p.dv)}
+        formats = {"q": p.q_dtype, "k": p.kv_dtype, "v": p.kv_dtype}
         for name, shape in shapes.items():
             flat, strides = d[name]
-            flat = flat.astype(npd)
+            flat = flat.astype(NUMPY_DTYPES[formats[name]])
             x = np.lib.stride_tricks.as_strided(
                 flat, shape, tuple(s * flat.itemsize for s in strides), writeable=False)
             setattr(p, name, x if strided else _readonly(np.ascontiguousarray(x)))
@@ -120,13 +155,16 @@ class Problem:
         p.mask = None if d["mask"] is None else _readonly(d["mask"].astype(bool))
         p.bias = None if d["bias"] is None else _readonly(d["bias"].astype(npd))
         p.dout = None if d["dout"] is None else _readonly(d["dout"].astype(npd))
+        p.k_blocks = None if d["k_blocks"] is None else _readonly(d["k_blocks"])
+        p.v_blocks = None if d["v_blocks"] is None else _readonly(d["v_blocks"])
         return p
 
     def _to_core(self):
         def f64(x):
             return np.ascontiguousarray(np.asarray(x, dtype=np.float64))
         return {
-            "dtype": self.dtype, "batch": self.batch, "heads": self.heads,
+            "dtype": self.dtype, "q_dtype": self.q_dtype, "kv_dtype": self.kv_dtype,
+            "batch": self.batch, "heads": self.heads,
             "kv_heads": self.kv_heads, "tq": self.tq, "tk": self.tk, "dk": self.dk, "dv": self.dv,
             "q": f64(self.q), "k": f64(self.k), "v": f64(self.v),
             "key_valid": None if self.key_valid is None else np.asarray(self.key_valid, np.uint8),
