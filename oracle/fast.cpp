@@ -21,9 +21,11 @@
 // row()), each inflated by a factor covering the roundings of the bound's
 // own computation, and a value is kept only when its whole interval
 // value +- bound lies strictly between the two midpoints around the double
-// it reports. Everything else (softcap, gradients, values too close to a
-// midpoint, rows with scores spread over more than 600) is left undecided
-// for exact.cpp.
+// it reports. Softcap s = c tanh(t / c) is evaluated as c (1 - e) / (1 + e)
+// with e = exp(-2 |t / c|) (see softcapped()): its error is absolute and
+// carried in the score's. Everything else (gradients, values too close to
+// a midpoint, rows with scores spread over more than 600) is left
+// undecided for exact.cpp.
 
 #include <mpfr.h>
 
@@ -177,11 +179,47 @@ bool in_range(double x) {
   return a == 0 || (a >= 0x1p-200 && a <= 0x1p200);
 }
 
+// The softcapped score c tanh(t / c) of a DD t (SPEC 1), and in `err` a
+// bound on its absolute error against c tanh(t~ / c) for the real t~ = t.hi
+// + t.lo (the caller adds t's own error: the map has slope at most 1, so
+// an error of t carries over unchanged). With y = t / c (DD / double,
+// within kOp relative) and e = exp(-2 |y|) (exp_dd, kExp relative),
+// tanh |y| = (1 - e) / (1 + e):
+//   - y's rounding moves tanh by at most kOp |y| (slope <= 1), so c tanh
+//     by kOp |t| (1.01 for the hi part's rounding);
+//   - e's error moves (1 - e) / (1 + e) by at most 2 kExp e (its slope is
+//     -2 / (1 + e)^2); 1 - e, 1 + e and their quotient are within 3u^2,
+//     3u^2 and 15u^2 relative (kOp each) of a quotient at most 1;
+//   - the product by c is within 2u^2 relative (kOp |s|).
+// Past |2y| = 600, tanh |y| is 1 within 2 e^{-600} < kFlushError and e is
+// not formed. c is in [2^-200, 2^200] (in_range) so nothing leaves
+// Dekker's range: |t / c| <= 2^400 and the product is at most |c|.
+DD softcapped(DD t, double c, double& err) {
+  const DD y = div(t, DD{c, 0});
+  const bool negative = y.hi < 0;
+  const DD a = negative ? DD{-y.hi, -y.lo} : y;
+  DD th;
+  double th_err;
+  if (-2 * a.hi < kFlushBelow) {
+    th = DD{1, 0};
+    th_err = kFlushError;
+  } else {
+    const DD e = exp_dd(DD{-2 * a.hi, -2 * a.lo}, tables());
+    th = div(add(DD{1, 0}, DD{-e.hi, -e.lo}), add(DD{1, 0}, e));
+    th_err = 2 * kExp * 1.01 * e.hi + 3 * kOp;
+  }
+  if (negative) th = DD{-th.hi, -th.lo};
+  const DD s = mul(th, c);
+  err = 1.01 * kOp * std::fabs(t.hi) + std::fabs(c) * th_err + kOp * std::fabs(s.hi);
+  return s;
+}
+
 }  // namespace
 
 bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
                 Decided& dec) {
-  if (p.softcap > 0 || !in_range(p.scale)) return false;
+  if (!in_range(p.scale) || !in_range(p.softcap)) return false;
+  const bool cap = p.softcap > 0;
   // Descales (SPEC 1.1): the logical score is (scale qd kd) q . k and the
   // output vd sum_j a_j v_j. eff = scale qd kd is two_prod(scale, qd)
   // (exact) times kd (DD * double, within 2u^2 relative, inside kOp); the
@@ -277,6 +315,11 @@ bool fast_group(const Problem& p, int64_t b, int64_t g, OracleResult& r,
           } else {
             t = mul(dot, scale);
             err = std::fabs(scale) * dot_coef * sa[u] + kOp * std::fabs(t.hi);
+          }
+          if (cap) {
+            double cap_err = 0;
+            t = softcapped(t, p.softcap, cap_err);
+            err += cap_err;
           }
           if (p.bias) {
             t = add(t, p.bias_at(b, h, i, jj));
