@@ -158,4 +158,10 @@ int64_t ArgsCheck::elements(std::string_view key, std::initializer_list<int64_t>
   return n;
 }
 
+void validate_row_arg(const Fixture& f) {
+  const ArgsCheck a(f.args, f.problem);
+  a.required({"row"});
+  a.row("row");
+}
+
 }  // namespace attncheck

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attncheck/fixture.h"
 #include "attncheck/problem.h"
 
 namespace attncheck {
@@ -71,5 +72,10 @@ class ArgsCheck {
   const nlohmann::json& args_;
   const Problem& p_;
 };
+
+/// The fixture validator of a property whose one arg is the row it judges,
+/// "row": [b, h, i] inside the problem (MaskedWeightsAreZero,
+/// CausalPrefixIndependence, WindowLocality).
+void validate_row_arg(const Fixture& f);
 
 }  // namespace attncheck

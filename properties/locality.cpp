@@ -44,13 +44,6 @@ Case draw_with_row(CaseContext& ctx, gen::GenSpec spec) {
   return {p, {{"row", {b, h, i}}}};
 }
 
-// The row the case judges, [b, h, i], inside the problem.
-void validate_row(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
-  a.required({"row"});
-  a.row("row");
-}
-
 std::array<int64_t, 3> row_of(const Case& c) {
   const auto row = c.args.at("row").get<std::vector<int64_t>>();
   return {row.at(0), row.at(1), row.at(2)};
@@ -230,7 +223,7 @@ PropertyDef causal_prefix_property() {
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
-      judge_causal, validate_row, AtSize::some);
+      judge_causal, validate_row_arg, AtSize::some);
   d.not_a_case = rows_have_keys_and([](const Problem& p) -> std::optional<std::string> {
     if (p.causal) return std::nullopt;
     return "the problem is not causal";
@@ -251,7 +244,7 @@ PropertyDef window_property() {
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },
-      judge_window, validate_row, AtSize::some);
+      judge_window, validate_row_arg, AtSize::some);
   d.not_a_case = rows_have_keys_and([](const Problem& p) -> std::optional<std::string> {
     if (p.window_left >= 0 || p.window_right >= 0) return std::nullopt;
     return "the problem has no window";

@@ -207,12 +207,7 @@ PropertyDef masked_weights_property() {
   PropertyDef d = case_property("MaskedWeightsAreZero",
                        "disallowed weights are exactly 0, and K/V at disallowed keys leave the "
                        "output bitwise unchanged",
-                       100, always_applies, draw_masked, judge_masked,
-                       [](const Fixture& f) {
-                         const ArgsCheck a(f.args, f.problem);
-                         a.required({"row"});
-                         a.row("row");
-                       },
+                       100, always_applies, draw_masked, judge_masked, validate_row_arg,
                        AtSize::some);
   d.slice_args = {"row"};
   return d;
