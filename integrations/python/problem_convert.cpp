@@ -45,7 +45,8 @@ py::array_t<uint8_t> blocks_to_py(const Tensor& t, DType format, int64_t batch, 
     for (int64_t g = 0; g < heads; ++g)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t k = 0; k < blocks; ++k, out += bytes) {
-          for (int64_t e = 0; e < kBlockValues; ++e) values[e] = t.at(b, g, r, k * kBlockValues + e);
+          for (int64_t e = 0; e < kBlockValues; ++e)
+            values[e] = t.at(b, g, r, k * kBlockValues + e);
           encode_values(format, values, out);
         }
   return a;

@@ -356,7 +356,8 @@ TEST(GradientsMatchOracle, SkipsABackwardWhoseQIsQuantizedInBlocks) {
     EXPECT_NE(why->find("q_cast q8_0"), std::string::npos) << *why;
   }
   impls::FunctionImpl f32(
-      declared, [](const Problem& p) { return impls::loop_forward<float>(p, EmptyRowPolicy::error); },
+      declared,
+      [](const Problem& p) { return impls::loop_forward<float>(p, EmptyRowPolicy::error); },
       [](const Problem& p) { return impls::loop_backward<float>(p, EmptyRowPolicy::error); });
   EXPECT_EQ(run(f32, DType::f32, 20).status, PropertyStatus::skipped);
 }

@@ -220,8 +220,9 @@ def implementation(name, dtypes, features=(), precision=None, empty_rows="error"
     them ("q=f32,kv=q8_0,out=f32": q and kv also e4m3 or e5m2, kv also the
     block formats q8_0 and q4_0); with a combination in the list, the list
     is every combination declared (a plain "f32" is q = kv = out = f32),
-    and each problem's formats are p.q_dtype and p.kv_dtype.  features: names of plugin.h's ATTNCHECK_FEATURE_* bits in lower
-    case ("key_valid", "causal", "window", "mask", "bias", "gqa", "strides",
+    and each problem's formats are p.q_dtype and p.kv_dtype.  features:
+    names of plugin.h's ATTNCHECK_FEATURE_* bits in lower case
+    ("key_valid", "causal", "window", "mask", "bias", "gqa", "strides",
     "weights", "lse", "softcap", "align_top_left", "align_bottom_right",
     "scale", "nondeterministic"); only problems inside them are generated.
     precision: {"accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero",
