@@ -16,8 +16,8 @@ NUMPY_DTYPES = {"f64": np.float64, "f32": np.float32, "bf16": np.float32, "f16":
                 "e4m3": np.float32, "e5m2": np.float32, "q8_0": np.float32, "q4_0": np.float32}
 
 # The block formats (SPEC 1.2): K/V only, 32 values to a block along the
-# head dimension; bytes per block.
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+# head dimension (their bytes per block are the engine's: block_bytes).
+BLOCK_FORMATS = ("q8_0", "q4_0")
 
 
 def _readonly(a):
@@ -75,7 +75,7 @@ class Problem:
         self.q_dtype = q_dtype or self.dtype
         self.kv_dtype = kv_dtype or self.dtype
         self.k_blocks = self.v_blocks = None
-        if self.kv_dtype in BLOCK_BYTES:
+        if self.kv_dtype in BLOCK_FORMATS:
             # The bytes of the logical values, from the engine's encoding
             # (which refuses values no block holds, naming the block).
             d = _core.problem_round_trip(self._to_core())
