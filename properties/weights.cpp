@@ -18,8 +18,11 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
   // V = I has dv = tk: at real sizes its cost B H tq tk (dk + tk) can pass
   // the profile's cap by far (tk 2179 with 16 heads: 77M scores * values),
   // which the size model capped for dv = the drawn head dim only.
+  // The oracle's share is weighted as the size model weighs it
+  // (gen::reference_weight: 32 when the accumulation is f64).
   const Problem& q = c.problem;
-  if (!returned && q.batch * q.heads * q.tq * q.tk * (q.dk + q.tk) >
+  if (!returned && q.batch * q.heads * q.tq * q.tk * (q.dk + q.tk) *
+                           gen::reference_weight(ctx.info()) >
                        gen::size_cost_cap(ctx.config().profile)) {
     ctx.discard("V = I beyond the profile's size cap");
   }
@@ -165,13 +168,19 @@ void judge_masked(CaseContext& ctx, const Case& c) {
 // V = I (dv = tk), whose cost B H tq tk (dk + tk) the size model, which
 // fits the drawn dv, does not cap: the shape is shrunk to fit it here as
 // fit_shape shrinks (batch, tq, heads keeping the group size, tk last),
-// never discarded (SPEC 3; discarding left the phase with nothing judged).
+// with the same reference weight, never discarded (SPEC 3; discarding
+// left the phase with nothing judged). Without the weight, an f64
+// accumulation's V = I shapes cost the oracle 32 times the cap: 70 of
+// online_f64's 107 s under the thorough profile.
 Case draw_row_sums(CaseContext& ctx) {
   gen::GenSpec spec = gen::with_sinks(ctx.spec());
   if (spec.size && !ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
     gen::SizeShape& s = *spec.size;
     const int64_t cap = gen::size_cost_cap(ctx.config().profile);
-    const auto over = [&] { return s.batch * s.heads * s.tq * s.tk * (s.dk + s.tk) > cap; };
+    const int64_t weight = gen::reference_weight(ctx.info());
+    const auto over = [&] {
+      return s.batch * s.heads * s.tq * s.tk * (s.dk + s.tk) * weight > cap;
+    };
     if (over()) s.batch = 1;
     while (over() && s.tq > 1) s.tq = std::max<int64_t>(1, s.tq / 2);
     while (over() && s.heads > 1) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "properties/case_context.h"
+#include "properties/gen/generators.h"
 #include "run/real_sizes.h"
 #include "tests/impls/size_dependent_twins.h"
 
@@ -595,6 +597,41 @@ TEST(Runner, WeightsAreObservedThroughIdentityValues) {
     const PropertyOutcome o = run({"online_f64", property, DType::f64});
     EXPECT_EQ(o.status, PropertyStatus::passed) << property << ": " << o.message;
   }
+}
+
+// online_f64 recording the largest problem it is handed, by SPEC 3's cost.
+class CostRecorder final : public Implementation {
+ public:
+  explicit CostRecorder(std::shared_ptr<const Implementation> base) : base_(std::move(base)) {}
+  const ImplInfo& info() const override { return base_->info(); }
+  ForwardResult forward(const Problem& p) const override {
+    max_cost = std::max(max_cost, p.batch * p.heads * p.tq * p.tk * (p.dk + p.dv));
+    max_tk = std::max(max_tk, p.tk);
+    return base_->forward(p);
+  }
+  mutable int64_t max_cost = 0, max_tk = 0;
+
+ private:
+  std::shared_ptr<const Implementation> base_;
+};
+
+TEST(Runner, IdentityValuesAtRealSizeAreWeightedLikeEveryOtherShape) {
+  // V = I (dv = tk) is fitted to the cost cap by RowSumsToOne itself. It
+  // left out the oracle's weight for an f64 accumulation (32), so each
+  // shape cost the oracle 32 times the cap: online_f64's thorough
+  // RowSumsToOne took 70 s where the weighted shapes take 1.5 s.
+  if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
+  CostRecorder impl(find_impl("online_f64"));
+  ASSERT_FALSE(impl.info().has(ATTNCHECK_FEATURE_WEIGHTS));
+  const int64_t weight = gen::reference_weight(impl.info());
+  ASSERT_EQ(weight, 32);
+  const PropertyOutcome o =
+      run_property(*find_property("RowSumsToOne"), impl, DType::f64, ci_config());
+  EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
+  ASSERT_TRUE(o.real_sizes);
+  EXPECT_GT(o.real_sizes->judged, 0) << o.message;
+  EXPECT_GT(impl.max_tk, 64) << "no real-size shape was handed over";
+  EXPECT_LE(impl.max_cost * weight, gen::size_cost_cap(Profile::ci));
 }
 
 TEST(Runner, UnsupportedDtypeIsSkippedWithReason) {
