@@ -16,6 +16,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/run.h"
+#include "core/cancel.h"
 #include "properties/case_context.h"
 #include "properties/seeds.h"
 #include "run/failure_report.h"
@@ -129,6 +130,17 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
   };
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
                                                 params, listener, reproduce_map);
+  // SIGINT / SIGTERM mid-property: from then on every isolated call throws
+  // Cancelled, which RapidCheck takes for a failing case and shrinks to a
+  // 1 x 1 problem. That is no verdict (the session reports the property
+  // not-run), and no fixture may be written for it: --save-failures was
+  // left with a "failure" that replays as a pass.
+  const auto interrupted = [&] {
+    out.status = PropertyStatus::not_run;
+    out.message = "interrupted";
+    return out;
+  };
+  if (cancel_requested()) return interrupted();
 
   out.cases = ctx.cases;
   out.discarded = ctx.discarded;
@@ -173,6 +185,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       const int small_discarded = ctx.discarded;
       const double small_budget = ctx.max_budget_used;
       const SizePhase sizes = run_real_sizes(prop.name, at_size, ctx, draw, judge, params.seed);
+      if (cancel_requested()) return interrupted();
       // `cases` stays the small cases (--cases sets it); the shapes are in
       // the message.
       out.cases = small_cases;

@@ -5,16 +5,22 @@
 #include "attncheck/session.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <unistd.h>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "attncheck/error.h"
 #include "attncheck/registry.h"
 #include "attncheck/reporters.h"
+#include "core/cancel.h"
 
 namespace attncheck {
 namespace {
@@ -304,6 +310,46 @@ TEST(Session, AnInterruptionBetweenPropertiesStopsTheRest) {
                                                   "outcome not-run MatchesOracle",
                                                   "finish 2 interrupted"}));
   EXPECT_TRUE(r.interrupted);
+}
+
+// loop_f64 whose run is interrupted (SIGINT / SIGTERM: request_cancel) at
+// its third call; later calls throw Cancelled, as an isolated call does.
+class InterruptedAtThirdCall final : public Implementation {
+ public:
+  const ImplInfo& info() const override { return base_->info(); }
+  ForwardResult forward(const Problem& p) const override {
+    if (++calls == 3) request_cancel();
+    if (cancel_requested()) throw Cancelled();
+    return base_->forward(p);
+  }
+  mutable int calls = 0;
+
+ private:
+  std::shared_ptr<const Implementation> base_ = find_impl("loop_f64");
+};
+
+TEST(Session, AnInterruptionMidPropertySavesNoFixture) {
+  // RapidCheck took the Cancelled calls for a failure and shrank it to a
+  // 1 x 1 problem; --save-failures kept that fixture, which replays as a
+  // pass (found in a thorough run stopped with SIGTERM).
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("attncheck-interrupt-{}", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  SessionConfig config = two_cheap_properties();
+  config.impls = {std::make_shared<InterruptedAtThirdCall>()};
+  config.run.cases = 20;
+  config.run.save_failures_dir = dir.string();
+  const SessionResult r = run_session(config, {});
+  reset_cancel();
+  ASSERT_EQ(r.outcomes.size(), 2u);
+  for (const PropertyOutcome& o : r.outcomes) {
+    EXPECT_EQ(o.status, PropertyStatus::not_run) << o.property << ": " << o.message;
+    EXPECT_FALSE(o.fixture) << *o.fixture;
+  }
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Session, AnExpectedFailureIsXfail) {
