@@ -54,6 +54,12 @@ ForwardResult CaseContext::call(Problem&& p) {
   return call_kept(*last_call_);
 }
 
+ForwardResult CaseContext::call(std::shared_ptr<const Problem> p) {
+  last_call_is_case_ = false;
+  last_call_ = std::move(p);
+  return call_kept(*last_call_);
+}
+
 ForwardResult CaseContext::call_kept(const Problem& p) {
   require_declared(p);
   exercise(p);
@@ -94,6 +100,10 @@ ForwardResult CaseContext::call_kept(const Problem& p) {
 ForwardResult CaseContext::call_ok(const Problem& p) { return answered(call(p)); }
 
 ForwardResult CaseContext::call_ok(Problem&& p) { return answered(call(std::move(p))); }
+
+ForwardResult CaseContext::call_ok(std::shared_ptr<const Problem> p) {
+  return answered(call(std::move(p)));
+}
 
 ForwardResult CaseContext::answered(ForwardResult r) {
   if (r.status == Status::error) {

@@ -82,6 +82,11 @@ class CaseContext {
   /// (GroupedQueryEquivalence's MHA problem, the group size times its K/V:
   /// a gigabyte at the thorough cap), and a copy per call doubled it.
   ForwardResult call(Problem&& p);
+  /// The same for a derived problem the judge reads after the call (its
+  /// reference, its shape): shared, not copied. RowSumsToOne's V = I at
+  /// real sizes is up to a gigabyte, and its copy was a quarter of the
+  /// property's time.
+  ForwardResult call(std::shared_ptr<const Problem> p);
 
   /// Fails the case, as a defect of attncheck, when p has a version 2 part
   /// or a format combination the implementation does not declare (SPEC
@@ -93,6 +98,7 @@ class CaseContext {
   /// Like call(), and a reported error is a failure too.
   ForwardResult call_ok(const Problem& p);
   ForwardResult call_ok(Problem&& p);
+  ForwardResult call_ok(std::shared_ptr<const Problem> p);
 
   /// The reference and tolerances of p; discards the case when any row is
   /// ill-conditioned (SPEC 4: counted, never passed) or the oracle could

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -28,9 +29,12 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
   }
   // Block K/V (SPEC 1.2): V = I padded with zero columns to whole blocks
   // (dv = 32 ceil(tk / 32)); the weights are each output row's first tk.
-  const Problem p = returned ? c.problem : with_identity_values(c.problem);
+  // The case's own problem, or V = I shared with the call (not copied).
+  const auto identity =
+      returned ? nullptr : std::make_shared<const Problem>(with_identity_values(c.problem));
+  const Problem& p = identity ? *identity : c.problem;
   ctx.screen(p);
-  ForwardResult r = ctx.call_ok(p);
+  ForwardResult r = identity ? ctx.call_ok(identity) : ctx.call_ok(p);
   auto [o, t] = ctx.reference(p);
   if (!returned) {
     const auto first_tk = [&p](const std::vector<double>& out) {
