@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-
-#include <unistd.h>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
