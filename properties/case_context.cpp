@@ -49,9 +49,7 @@ ForwardResult CaseContext::call(const Problem& p) {
 }
 
 ForwardResult CaseContext::call(Problem&& p) {
-  last_call_is_case_ = false;
-  last_call_ = std::make_shared<const Problem>(std::move(p));
-  return call_kept(*last_call_);
+  return call(std::make_shared<const Problem>(std::move(p)));
 }
 
 ForwardResult CaseContext::call(std::shared_ptr<const Problem> p) {
