@@ -12,6 +12,14 @@
 namespace attncheck {
 namespace {
 
+// Whether V = I (dv = tk) costs more than the profile's cap, B H tq tk
+// (dk + tk) weighted for the oracle as the size model weighs every shape.
+bool identity_over_cap(const CaseContext& ctx, int64_t batch, int64_t heads, int64_t tq,
+                       int64_t tk, int64_t dk) {
+  return batch * heads * tq * tk * (dk + tk) * gen::reference_weight(ctx.info()) >
+         gen::size_cost_cap(ctx.config().profile);
+}
+
 void judge_row_sums(CaseContext& ctx, const Case& c) {
   // Without returned weights, V = I makes output row i the weight row i,
   // each element judged by its output tolerance in that problem.
@@ -22,9 +30,7 @@ void judge_row_sums(CaseContext& ctx, const Case& c) {
   // The oracle's share is weighted as the size model weighs it
   // (gen::reference_weight: 32 when the accumulation is f64).
   const Problem& q = c.problem;
-  if (!returned && q.batch * q.heads * q.tq * q.tk * (q.dk + q.tk) *
-                           gen::reference_weight(ctx.info()) >
-                       gen::size_cost_cap(ctx.config().profile)) {
+  if (!returned && identity_over_cap(ctx, q.batch, q.heads, q.tq, q.tk, q.dk)) {
     ctx.discard("V = I beyond the profile's size cap");
   }
   // Block K/V (SPEC 1.2): V = I padded with zero columns to whole blocks
@@ -180,11 +186,7 @@ Case draw_row_sums(CaseContext& ctx) {
   gen::GenSpec spec = gen::with_sinks(ctx.spec());
   if (spec.size && !ctx.info().has(ATTNCHECK_FEATURE_WEIGHTS)) {
     gen::SizeShape& s = *spec.size;
-    const int64_t cap = gen::size_cost_cap(ctx.config().profile);
-    const int64_t weight = gen::reference_weight(ctx.info());
-    const auto over = [&] {
-      return s.batch * s.heads * s.tq * s.tk * (s.dk + s.tk) * weight > cap;
-    };
+    const auto over = [&] { return identity_over_cap(ctx, s.batch, s.heads, s.tq, s.tk, s.dk); };
     if (over()) s.batch = 1;
     while (over() && s.tq > 1) s.tq = std::max<int64_t>(1, s.tq / 2);
     while (over() && s.heads > 1) {
