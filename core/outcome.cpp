@@ -17,7 +17,8 @@ std::string_view status_name(PropertyStatus s) {
   return "unknown";
 }
 
-std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged) {
+std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged,
+                              std::string_view beyond_judge) {
   std::string parts;
   const auto add = [&](int n, const char* what) {
     if (n > 0) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, what);
@@ -35,9 +36,9 @@ std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged) {
   add(c.unsupported, "unsupported");
   if (c.judged == 0 && c.shapes > 0) {
     return fmt::format("all {} shapes discarded ({}{})", c.shapes, parts,
-                       c.beyond_precision > 0 ? "; those beyond the precision judged by "
-                                                "AsAccurateAsBaseline"
-                                              : "");
+                       c.beyond_precision > 0 && !beyond_judge.empty()
+                           ? fmt::format("; those beyond the precision judged by {}", beyond_judge)
+                           : "");
   }
   return fmt::format("{} shapes: {} judged{}{}", c.shapes, c.judged, parts.empty() ? "" : ", ",
                      parts);

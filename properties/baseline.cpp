@@ -188,6 +188,7 @@ PropertyDef as_accurate_as_baseline_property() {
       "plain algorithm in the declared formats) + T^L",
       20, always_applies, draw_baseline, judge_baseline, {}, AtSize::all);
   d.not_a_case = rows_have_keys_and(dense_only);
+  d.judges_beyond_precision = true;
   return d;
 }
 

@@ -30,6 +30,14 @@ std::string test_id(const PropertyDef& prop, const Implementation& impl, DType d
   return fmt::format("{}/{}/{}", prop.name, impl.info().name, dtype_name(dtype));
 }
 
+// The catalog's property that judges the shapes beyond the declared
+// precision (PropertyDef::judges_beyond_precision), "" when none does.
+std::string_view beyond_precision_judge() {
+  for (const PropertyDef& p : property_catalog())
+    if (p.judges_beyond_precision) return p.name;
+  return "";
+}
+
 std::string discard_summary(const CaseContext& ctx) {
   std::string s;
   for (const auto& [reason, n] : ctx.discard_reasons) {
@@ -193,9 +201,9 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       out.max_budget_used = ctx.max_budget_used;
       out.real_sizes = sizes.counts;
       const RealSizeCounts& n = sizes.counts;
-      // AsAccurateAsBaseline judges the shapes beyond the declared
-      // precision; every other property discards them (SPEC 3).
-      const bool beyond_judged = prop.name == "AsAccurateAsBaseline";
+      // One property judges the shapes beyond the declared precision;
+      // every other discards them (SPEC 3).
+      const bool beyond_judged = prop.judges_beyond_precision;
       if (sizes.failed) {
         report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}},
                        small_cases + n.shapes - 1, out, sizes.found);
@@ -209,7 +217,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
         out.status = none_at_size ? PropertyStatus::unsupported : PropertyStatus::passed;
         out.message = fmt::format(
             "{} cases, max budget used {:.3g}; real sizes: {}{}{}", small_cases, small_budget,
-            real_size_summary(n, beyond_judged),
+            real_size_summary(n, beyond_judged, beyond_precision_judge()),
             n.judged > 0 ? fmt::format(", max budget used {:.3g}", ctx.max_budget_used) : "",
             ctx.discarded ? ", discarded: " + discard_summary(ctx) : "");
       }

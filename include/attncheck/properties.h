@@ -129,6 +129,10 @@ struct PropertyDef {
   std::function<std::optional<ObjectVerdict>(const Implementation&)> object_verdict;
   /// Whether it runs at real sizes (for `list --verbose` and the docs).
   AtSize at_size = AtSize::no;
+  /// It judges the real-size shapes beyond the declared precision (SPEC 3:
+  /// AsAccurateAsBaseline's subject), which every other property discards:
+  /// the real-size summary counts them among the judged.
+  bool judges_beyond_precision = false;
   /// Where it stands in the catalog: SPEC section 2's order, numbered in
   /// tens so that a new property fits between two (the registry sorts by
   /// it and refuses two properties at one place).

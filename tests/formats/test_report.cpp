@@ -103,16 +103,16 @@ TEST_F(ReportTest, RealSizeCountsArePerResultAndNullWithoutThePhase) {
 }
 
 TEST(RealSizeSummary, SaysWhatEveryShapeCameTo) {
-  EXPECT_EQ(real_size_summary({16, 10, 4, 1, 1}, false),
+  EXPECT_EQ(real_size_summary({16, 10, 4, 1, 1}, false, "AsAccurateAsBaseline"),
             "16 shapes: 10 judged, 4 beyond the declared precision, 1 discarded, 1 unsupported");
-  EXPECT_EQ(real_size_summary({13, 13, 0, 0, 0}, false), "13 shapes: 13 judged");
-  EXPECT_EQ(real_size_summary({5, 0, 0, 2, 3}, false),
+  EXPECT_EQ(real_size_summary({13, 13, 0, 0, 0}, false, "AsAccurateAsBaseline"), "13 shapes: 13 judged");
+  EXPECT_EQ(real_size_summary({5, 0, 0, 2, 3}, false, "AsAccurateAsBaseline"),
             "all 5 shapes discarded (2 discarded, 3 unsupported)");
-  EXPECT_EQ(real_size_summary({5, 0, 5, 0, 0}, false),
+  EXPECT_EQ(real_size_summary({5, 0, 5, 0, 0}, false, "AsAccurateAsBaseline"),
             "all 5 shapes discarded (5 beyond the declared precision; those beyond the "
             "precision judged by AsAccurateAsBaseline)");
   // AsAccurateAsBaseline judges the shapes beyond the precision.
-  EXPECT_EQ(real_size_summary({16, 15, 9, 0, 1}, true),
+  EXPECT_EQ(real_size_summary({16, 15, 9, 0, 1}, true, "AsAccurateAsBaseline"),
             "16 shapes: 15 judged (9 beyond the declared precision), 1 unsupported");
 }
 
