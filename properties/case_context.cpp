@@ -7,7 +7,6 @@
 #include <exception>
 
 #include <fmt/format.h>
-#include <rapidcheck.h>
 
 #include "attncheck/error.h"
 #include "core/features.h"
@@ -244,6 +243,10 @@ void CaseContext::require(const Comparison& c, const std::string& what) {
 void CaseContext::fail(const std::string& message) { fail(message, false); }
 
 void CaseContext::fail(const std::string& message, bool died) {
+  throw CaseEnded{record_failure(message, died)};
+}
+
+Verdict CaseContext::record_failure(const std::string& message, bool died) {
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
   if (current_) failed_case = *current_;
@@ -257,7 +260,7 @@ void CaseContext::fail(const std::string& message, bool died) {
   }
   failure_message = message;
   failure_died = died;
-  RC_FAIL(message);
+  return Verdict::fail(message, died);
 }
 
 void CaseContext::discard(const std::string& reason) {
@@ -265,7 +268,7 @@ void CaseContext::discard(const std::string& reason) {
   ++discard_reasons[reason];
   last_discard_reason = reason;
   if (reason == kBeyondPrecision) case_beyond_precision = true;
-  RC_DISCARD(reason);
+  throw CaseEnded{Verdict::discard(reason)};
 }
 
 uint64_t CaseContext::feature_bit(const std::string& feature) {

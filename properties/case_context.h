@@ -24,6 +24,7 @@
 #include "core/transforms.h"
 #include "properties/args.h"
 #include "properties/gen/generators.h"
+#include "properties/verdict.h"
 
 namespace attncheck {
 
@@ -155,13 +156,19 @@ class CaseContext {
   /// expect() once at its end).
   void require(const Comparison& c, const std::string& what);
 
-  /// Fails the current case with this message (throws).
+  /// Fails the current case with this message: records the failure and
+  /// ends the case (throws CaseEnded, properties/verdict.h).
   [[noreturn]] void fail(const std::string& message);
   /// The same; `died`: the implementation crashed or hung in the call
   /// (isolation.h), so there is no output to diagnose.
   [[noreturn]] void fail(const std::string& message, bool died);
+  /// Records the current case's failure (the counterexample, its failing
+  /// call and path, the message) without ending it, and returns the
+  /// verdict: fail() ends a case with it; run/judge_once.h records an
+  /// exception the judge let through.
+  Verdict record_failure(const std::string& message, bool died = false);
 
-  /// Discards the current case, counted under `reason` (throws).
+  /// Discards the current case, counted under `reason` (throws CaseEnded).
   [[noreturn]] void discard(const std::string& reason);
 
   /// Discards the current case because the implementation answered

@@ -19,12 +19,21 @@
 #include "core/cancel.h"
 #include "properties/case_context.h"
 #include "properties/seeds.h"
+#include "run/driver.h"
 #include "run/failure_report.h"
+#include "run/judge_once.h"
 #include "run/real_sizes.h"
 #include "run/shrink_passes.h"
 
 namespace attncheck {
 namespace {
+
+// The one translation of a verdict (properties/verdict.h) into RapidCheck's
+// terms: a failure or a discard ends the RapidCheck case with its message.
+void to_rapidcheck(const Verdict& v) {
+  if (v.failed()) RC_FAIL(v.message);
+  if (v.discarded()) RC_DISCARD(v.message);
+}
 
 std::string test_id(const PropertyDef& prop, const Implementation& impl, DType dtype) {
   return fmt::format("{}/{}/{}", prop.name, impl.info().name, dtype_name(dtype));
@@ -111,7 +120,6 @@ std::string refused_features(const CaseContext::Refusals& r,
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
                           const RunConfig& config) {
   const DrawFn& draw = prop.draw;
-  const JudgeFn& judge = prop.judge;
   const AtSize at_size = prop.at_size;
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
@@ -132,9 +140,13 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
   std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
   if (std::getenv("RC_PARAMS")) reproduce_map = rc::detail::configuration().reproduce;
   const auto testable = [&] {
-    const Case c = draw(ctx);
-    ctx.begin(c);
-    judge(ctx, c);
+    std::optional<Case> c;
+    try {
+      c = draw(ctx);
+    } catch (const CaseEnded& e) {  // the draw discarded (or failed) its case
+      to_rapidcheck(e.verdict);
+    }
+    if (c) to_rapidcheck(judge_once(prop, ctx, *c));
   };
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
                                                 params, listener, reproduce_map);
@@ -192,7 +204,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
       const int small_cases = ctx.cases;
       const int small_discarded = ctx.discarded;
       const double small_budget = ctx.max_budget_used;
-      const SizePhase sizes = run_real_sizes(prop.name, at_size, ctx, draw, judge, params.seed);
+      const SizePhase sizes = run_real_sizes(prop, ctx, params.seed);
       if (cancel_requested()) return interrupted();
       // `cases` stays the small cases (--cases sets it); the shapes are in
       // the message.
@@ -232,7 +244,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     out.message = fmt::format("gave up after {} cases: {} discarded ({})", ctx.cases,
                               ctx.discarded, discard_summary(ctx));
   } else if (result.match(failure)) {
-    if (!ctx.failure_died) run_shrink_passes(prop, ctx, judge);
+    if (!ctx.failure_died) run_shrink_passes(prop, ctx);
     rc::detail::Configuration rc_config;
     rc_config.testParams = params;
     rc_config.reproduce[metadata.id] = failure.reproduce;
@@ -248,6 +260,34 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
 }
 
 }  // namespace
+
+std::optional<Case> draw_at_seed(const PropertyDef& prop, CaseContext& ctx, uint64_t seed) {
+  // Inside the testable every outcome of the draw is caught, so RapidCheck
+  // sees a success and never runs it again: having given up after a
+  // discard it would run the draw once more for its message.
+  std::optional<Case> drawn;
+  std::exception_ptr stray;
+  const auto testable = [&] {
+    try {
+      drawn = prop.draw(ctx);
+    } catch (const CaseEnded&) {              // the draw's ctx.discard()
+    } catch (const rc::GenerationFailure&) {  // a generator that gave up
+    } catch (...) {
+      stray = std::current_exception();
+    }
+  };
+  rc::detail::TestMetadata metadata;
+  metadata.id = prop.name + "/real-size";
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = 1;
+  params.maxSize = 100;
+  params.disableShrinking = true;
+  rc::detail::TestListenerAdapter listener;
+  rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, listener, {});
+  if (stray) std::rethrow_exception(stray);
+  return drawn;
+}
 
 std::optional<PropertyOutcome> outcome_without_calls(const PropertyDef& prop,
                                                      const Implementation& impl, DType dtype,

@@ -19,10 +19,9 @@ struct SizePhase {
 };
 
 /// After the small problems passed: the property's real-size shapes, each
-/// one case drawn and judged (no RapidCheck shrinking); a failure is
-/// shrunk by searching the smallest failing length, head dims, heads and
-/// batch (SPEC 3), and left in ctx as the counterexample.
-SizePhase run_real_sizes(const std::string& property, AtSize at_size, CaseContext& ctx,
-                         const DrawFn& draw, const JudgeFn& judge, uint64_t seed);
+/// one case drawn and judged (no RapidCheck shrinking). A failure is shrunk
+/// by the size passes (run/shrink_passes.h) and left in ctx as the
+/// counterexample.
+SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t seed);
 
 }  // namespace attncheck

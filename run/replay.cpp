@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include <fmt/format.h>
-#include <rapidcheck.h>
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
@@ -12,6 +11,7 @@
 #include "attncheck/run.h"
 #include "properties/case_context.h"
 #include "run/failure_report.h"
+#include "run/judge_once.h"
 
 namespace attncheck {
 namespace {
@@ -22,28 +22,22 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
   const DType dtype = f.problem.dtype;
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
-  const Case c{f.problem, f.args};
-  ctx.begin(c);
-  try {
-    prop.judge(ctx, c);
+  const Case c{f.problem, f.args};  // ctx reads it while the report is made
+  const Verdict v = judge_once(prop, ctx, c);
+  if (v.passed()) {
     out.status = PropertyStatus::passed;
     out.cases = 1;
     out.max_budget_used = ctx.max_budget_used;
     out.message = fmt::format("the fixture's case passes, budget used {:.3g}", ctx.max_budget_used);
-  } catch (const rc::detail::CaseResult& r) {
-    if (r.type == rc::detail::CaseResult::Type::Discard) {
-      out.status = PropertyStatus::unsupported;
-      out.discarded = 1;
-      // The reason the judge gave, not RapidCheck's description of the
-      // discard (its source location, over several lines).
-      out.message = "the fixture's case was discarded: " +
-                    (ctx.discard_reasons.empty() ? std::string("(no reason given)")
-                                                 : ctx.discard_reasons.begin()->first);
-    } else {
-      RunConfig no_save = config;
-      no_save.save_failures_dir.clear();
-      report_failure(prop, impl, dtype, no_save, ctx, {}, -1, out);
-    }
+  } else if (v.discarded()) {
+    out.status = PropertyStatus::unsupported;
+    out.discarded = 1;
+    out.message = "the fixture's case was discarded: " +
+                  (v.message.empty() ? std::string("(no reason given)") : v.message);
+  } else {
+    RunConfig no_save = config;
+    no_save.save_failures_dir.clear();
+    report_failure(prop, impl, dtype, no_save, ctx, {}, -1, out);
   }
   return out;
 }

@@ -79,6 +79,10 @@ struct SizeShape {
   int64_t sequences = 0;
   std::string label;         ///< what the shape is for ("tk 4097 decode, padded")
 
+  /// Member by member (the size search asks whether a step changed the
+  /// shape); the real-size phase drops duplicate shapes with their variant
+  /// and label set aside (run/real_sizes.cpp).
+  bool operator==(const SizeShape&) const = default;
   /// Cost of a case (SPEC 3): score elements B H tq tk times dk + dv.
   int64_t cost() const { return batch * heads * tq * tk * (dk + dv); }
   /// True when the shape has a window.

@@ -229,6 +229,17 @@ TEST(Runner, ShrinkingDropsSlicesTheFailureDoesNotNeed) {
   EXPECT_GT(gqa.counterexample->heads, gqa.counterexample->kv_heads) << gqa.message;
 }
 
+// A property of the catalog's name and real-size share with a test's own
+// draw and judge: what run_real_sizes is handed.
+PropertyDef sized(std::string name, AtSize at_size, DrawFn draw, JudgeFn judge) {
+  PropertyDef d;
+  d.name = std::move(name);
+  d.at_size = at_size;
+  d.draw = std::move(draw);
+  d.judge = std::move(judge);
+  return d;
+}
+
 TEST(Runner, ARealSizeFailureIsDrawnOncePerJudgement) {
   // A judge that fails every case: the real-size phase finds a failure at
   // its first shape and searches the smallest failing one, judging dozens
@@ -253,7 +264,7 @@ TEST(Runner, ARealSizeFailureIsDrawnOncePerJudgement) {
     ++judged;
     c.fail("every case fails");
   };
-  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  const SizePhase phase = run_real_sizes(sized("MatchesOracle", AtSize::all, draw, judge), ctx, 1);
   EXPECT_TRUE(phase.failed);
   EXPECT_GT(judged, 5) << "the search judged too few shapes to say anything";
   EXPECT_EQ(draws, judged);
@@ -277,10 +288,10 @@ TEST(Runner, EveryValueRegimeOccursAmongMatchesOraclesRealSizeShapes) {
       return attncheck::Case{tiny};
     };
     const JudgeFn judge = [](CaseContext& c, const attncheck::Case&) { c.passed(0); };
-    run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, seed);
+    run_real_sizes(sized("MatchesOracle", AtSize::all, draw, judge), ctx, seed);
     EXPECT_EQ(all.size(), static_cast<size_t>(gen::kSizeRegimes)) << "seed " << seed;
     seen = &some;
-    run_real_sizes("OutputInConvexHull", AtSize::some, ctx, draw, judge, seed);
+    run_real_sizes(sized("OutputInConvexHull", AtSize::some, draw, judge), ctx, seed);
     EXPECT_EQ(some, std::set<int>{static_cast<int>(gen::SizeRegime::plain)});
   }
 }
@@ -301,7 +312,7 @@ TEST(Runner, ARealSizeDiscardIsDrawnAgainAtItsShape) {
     if (seen.insert(c.spec().size->describe()).second) c.discard("the first draw at a shape");
     c.fail("the second draw fails");
   };
-  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  const SizePhase phase = run_real_sizes(sized("MatchesOracle", AtSize::all, draw, judge), ctx, 1);
   EXPECT_TRUE(phase.failed) << phase.counts.discarded << " shapes discarded";
 }
 
@@ -323,7 +334,7 @@ TEST(Runner, ARealSizeShapeDiscardedEveryTimeIsJudgedOncePerDraw) {
     ++judged;
     c.discard("never judgeable");
   };
-  const SizePhase phase = run_real_sizes("MatchesOracle", AtSize::all, ctx, draw, judge, 1);
+  const SizePhase phase = run_real_sizes(sized("MatchesOracle", AtSize::all, draw, judge), ctx, 1);
   EXPECT_FALSE(phase.failed);
   ASSERT_GT(phase.counts.discarded, 0);
   EXPECT_EQ(phase.counts.discarded, phase.counts.shapes);
@@ -336,7 +347,7 @@ TEST(Runner, ARealSizeShapeDiscardedEveryTimeIsJudgedOncePerDraw) {
     ++refused_draws;
     c.discard("no problem of this kind at the shape");
   };
-  const SizePhase none = run_real_sizes("MatchesOracle", AtSize::all, ctx, refusing, judge, 1);
+  const SizePhase none = run_real_sizes(sized("MatchesOracle", AtSize::all, refusing, judge), ctx, 1);
   ASSERT_GT(none.counts.discarded, 0);
   EXPECT_EQ(refused_draws, 3 * none.counts.discarded) << "draws per shape";
 }
@@ -378,8 +389,8 @@ TEST(Runner, TheFailingCallIsKeptWithoutACopy) {
   try {
     prop->judge(ctx, c);
     FAIL() << "the MHA call's wrong output passed";
-  } catch (const rc::detail::CaseResult& r) {
-    ASSERT_EQ(r.type, rc::detail::CaseResult::Type::Failure) << r.description;
+  } catch (const CaseEnded& e) {
+    ASSERT_TRUE(e.verdict.failed()) << e.verdict.message;
   }
   ASSERT_EQ(impl.keys.size(), 2u);
   ASSERT_TRUE(ctx.failed_call);

@@ -1,0 +1,43 @@
+#pragma once
+// A case's verdict, attncheck's own (as proptest's runner owns
+// TestCaseError::{Fail, Reject}): the judge of a property passes a case,
+// fails it with evidence, or discards it with a reason. CaseContext ends a
+// case by throwing CaseEnded; run/judge_once.h catches it, with one rule
+// for every other exception, for each of the engine's callers (the
+// RapidCheck driver, the real-size search, the shrink passes, replay).
+// Only the driver translates a verdict into RapidCheck's terms.
+
+#include <string>
+
+namespace attncheck {
+
+struct Verdict {
+  enum class Kind { pass, fail, discard };
+  Kind kind = Kind::pass;
+  /// fail: the evidence, as the failure report prints it; discard: the
+  /// reason the case is counted under; pass: empty.
+  std::string message;
+  /// fail: the implementation crashed or hung in the call (host/isolation.h),
+  /// so there is no output to diagnose.
+  bool died = false;
+
+  static Verdict pass() { return {}; }
+  static Verdict fail(std::string evidence, bool died = false) {
+    return {Kind::fail, std::move(evidence), died};
+  }
+  static Verdict discard(std::string reason) { return {Kind::discard, std::move(reason), false}; }
+
+  bool passed() const { return kind == Kind::pass; }
+  bool failed() const { return kind == Kind::fail; }
+  bool discarded() const { return kind == Kind::discard; }
+};
+
+/// What CaseContext::fail and discard throw to end a case early, carrying
+/// its verdict to judge_once. Deliberately no std::exception: a judge's
+/// `catch (const std::exception&)` around an implementation's call never
+/// swallows a verdict.
+struct CaseEnded {
+  Verdict verdict;
+};
+
+}  // namespace attncheck
