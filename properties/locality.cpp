@@ -218,8 +218,8 @@ PropertyDef causal_prefix_property() {
       "output (bitwise); both alignments, tq != tk included",
       100, needs_features(ATTNCHECK_FEATURE_CAUSAL, "FEATURE_CAUSAL"),
       [](CaseContext& ctx) {
-        // Every declared version 2 part: per sequence when packed or paged.
-        gen::GenSpec spec = gen::with_v2(ctx.spec());
+        // Every declared serving part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
@@ -239,8 +239,8 @@ PropertyDef window_property() {
       "equals global attention with the band mask",
       100, needs_features(ATTNCHECK_FEATURE_WINDOW, "FEATURE_WINDOW"),
       [](CaseContext& ctx) {
-        // Every declared version 2 part: per sequence when packed or paged.
-        gen::GenSpec spec = gen::with_v2(ctx.spec());
+        // Every declared serving part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },

@@ -152,12 +152,12 @@ bool sink_key_applies(const ImplInfo& info, const Problem& p) {
 }
 
 Case draw_sink(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_SINK;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_SINK;
   // Half the cases keep to problems the extra-key form applies to.
   const bool keyed = ctx.info().has(ATTNCHECK_FEATURE_BIAS) && *rc::gen::arbitrary<bool>();
   if (keyed) {
-    spec.v2 &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
+    spec.serving &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
     spec.features &= ~(ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT);
     if (!(spec.features & ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) spec.features &= ~ATTNCHECK_FEATURE_CAUSAL;
   }
@@ -203,8 +203,8 @@ void judge_sink(CaseContext& ctx, const Case& c) {
 // ---- PackedEqualsSeparate ----
 
 Case draw_packed(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_PACKED;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_PACKED;
   const Problem p = *gen::problem(spec);
   const int64_t changed = *rc::gen::inRange<int64_t>(0, p.batch);
   return Case{p, {{"changed_sequence", changed}}};
@@ -274,8 +274,8 @@ void judge_packed(CaseContext& ctx, const Case& c) {
 // ---- PagedEqualsContiguous ----
 
 Case draw_paged(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_PAGED_KV;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_PAGED_KV;
   return Case{*gen::problem(spec)};
 }
 
@@ -366,8 +366,8 @@ void judge_paged(CaseContext& ctx, const Case& c) {
 // ---- DescaleEquivalence ----
 
 Case draw_descale(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_DESCALE;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_DESCALE;
   const Problem p = *gen::problem(spec);
   const int which = *rc::gen::inRange(0, 3);
   return Case{p, {{"doubled", which == 0 ? "q" : which == 1 ? "k" : "v"}}};
