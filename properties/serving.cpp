@@ -13,6 +13,8 @@
 
 #include "attncheck/error.h"
 #include "attncheck/dtype_blocks.h"
+#include "core/broadcast.h"
+#include "core/transforms.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -125,24 +127,17 @@ Problem with_sink_key(const Problem& p) {
     }
   }
   if (p.mask) {
-    Broadcast<uint8_t> m{p.mask->batch, p.mask->heads, {}};
-    for (int64_t b = 0; b < m.batch; ++b)
-      for (int64_t h = 0; h < m.heads; ++h)
-        for (int64_t i = 0; i < p.tq; ++i) {
-          m.data.push_back(1);
-          for (int64_t j = 0; j < p.tk; ++j) m.data.push_back(p.mask->at(b, h, i, j, p.tq, p.tk));
-        }
-    e.mask = std::move(m);
+    e.mask = make_broadcast<uint8_t>(
+        p.mask->batch, p.mask->heads, p.tq, e.tk, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+          return j == 0 ? uint8_t{1} : p.mask->at(b, h, i, j - 1, p.tq, p.tk);
+        });
   }
   // The bias varies by head (the sink is per head); its batch axis as before.
-  Broadcast<double> bias{p.bias ? p.bias->batch : 1, p.heads, {}};
-  for (int64_t b = 0; b < bias.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i) {
-        bias.data.push_back(p.sink[static_cast<size_t>(h)]);
-        for (int64_t j = 0; j < p.tk; ++j) bias.data.push_back(p.bias_at(b, h, i, j));
-      }
-  e.bias = std::move(bias);
+  e.bias = make_broadcast<double>(
+      p.bias ? p.bias->batch : 1, p.heads, p.tq, e.tk,
+      [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+        return j == 0 ? p.sink[static_cast<size_t>(h)] : p.bias_at(b, h, i, j - 1);
+      });
   return e;
 }
 
@@ -229,17 +224,8 @@ Problem change_sequence(const Problem& p, int64_t b) {
       }
   if (p.packed_k()) {
     for (int64_t g = 0; g < p.kv_heads; ++g)
-      for (int64_t j = 0; j < p.seq_tk(b); ++j) {
-        for (int64_t d = 0; d < p.dk; ++d) {
-          double& x = c.k.data[p.kv_offset(p.k, b, g, j, d)];
-          x = other(kf, x);
-        }
-        for (int64_t d = 0; d < p.dv; ++d) {
-          double& x = c.v.data[p.kv_offset(p.v, b, g, j, d)];
-          x = other(kf, x);
-        }
-        round_key_to_blocks(c, b, g, j);
-      }
+      for (int64_t j = 0; j < p.seq_tk(b); ++j)
+        change_key_row(c, b, g, j, [&](double x) { return other(kf, x); });
   }
   return c;
 }
