@@ -85,6 +85,19 @@ bool round_key_to_blocks(Problem& p, int64_t b, int64_t g, int64_t j) {
   return finite;
 }
 
+bool change_key_row(Problem& p, int64_t b, int64_t g, int64_t j,
+                    const std::function<double(double)>& change) {
+  for (int64_t d = 0; d < p.dk; ++d) {
+    double& x = p.k.data[p.kv_offset(p.k, b, g, j, d)];
+    x = change(x);
+  }
+  for (int64_t d = 0; d < p.dv; ++d) {
+    double& x = p.v.data[p.kv_offset(p.v, b, g, j, d)];
+    x = change(x);
+  }
+  return round_key_to_blocks(p, b, g, j);
+}
+
 bool round_kv_to_blocks(Problem& p) {
   bool finite = true;
   for_each_read_key(p, [&](int64_t b, int64_t g, int64_t j) {

@@ -49,6 +49,15 @@ bool kv_in_blocks(const Problem& p);
 /// f16's range): the rewrite left the format's range.
 bool round_key_to_blocks(Problem& p, int64_t b, int64_t g, int64_t j);
 
+/// Key row j of K/V head g of sequence b, in K and in V, wherever the
+/// layout keeps it (kv_offset: a shared page changes for every sequence
+/// that reads it), each element x replaced by change(x), then rounded back
+/// to blocks for a block format (round_key_to_blocks, whose result it
+/// returns): the one rewrite of a key row the properties that change keys
+/// share.
+bool change_key_row(Problem& p, int64_t b, int64_t g, int64_t j,
+                    const std::function<double(double)>& change);
+
 /// round_key_to_blocks for every stored key row some sequence reads
 /// (for_each_read_key). Returns false when a rounded value is not finite.
 bool round_kv_to_blocks(Problem& p);

@@ -54,8 +54,8 @@ Problem with_flat_values(Problem p) {
 // 2 mod 3 falls on the CI list's decode over 4097 keys, and on sinks and
 // descales alike, which follow the number mod 2 and mod 4).
 Case draw_baseline(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2 &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
   Problem p = *gen::problem(spec);
   if (!spec.size || spec.size->variant % 3 == 2) p = with_flat_values(std::move(p));
   return {p};

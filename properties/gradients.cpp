@@ -64,8 +64,8 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
 // The case's problem carries its dO. Sinks, packed sequences and
 // descales where declared (SPEC 1.1; paged K/V has no backward).
 Case draw_gradients(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2 &= ~ATTNCHECK_FEATURE_PAGED_KV;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving &= ~ATTNCHECK_FEATURE_PAGED_KV;
   Problem p = *gen::problem(spec);
   p.dout = draw_dout(p);
   return {p};

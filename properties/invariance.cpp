@@ -122,8 +122,8 @@ Case draw_translation(CaseContext& ctx) {
   // to). On small problems only: at real sizes a packed or paged problem's
   // reference would be the certified oracle.
   const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();
-  gen::GenSpec spec = serving ? gen::with_v2(ctx.spec()) : ctx.spec();
-  spec.v2 &= ~ATTNCHECK_FEATURE_SINK;
+  gen::GenSpec spec = serving ? gen::with_serving_parts(ctx.spec()) : ctx.spec();
+  spec.serving &= ~ATTNCHECK_FEATURE_SINK;
   spec.features &= ~ATTNCHECK_FEATURE_SOFTCAP;  // tanh is not shift invariant
   Problem p = *gen::problem(spec);
   const DType kv = p.kv_dtype.value_or(p.dtype);
@@ -138,7 +138,7 @@ Case draw_translation(CaseContext& ctx) {
   //
   // Scores stored or accumulated in a 16-bit format (spec.score_storage)
   // have a first-order range of a few units (SPEC 4: u |s| <= 0.01), which
-  // the generator's keys fill to a quarter at most (problem_gen: the huge
+  // the generator's keys fill to a quarter at most (gen/dense.cpp: the huge
   // regime). There |w_t| is at most twice the largest |k|, so |k + w| <= 3
   // max |k| and translated scores stay within three quarters of the range:
   // judgeable rather than discarded as ill-conditioned (torch_sdpa_bf16
@@ -287,7 +287,7 @@ PropertyDef determinism_property() {
                        // Every declared version 2 part: packed and paged
                        // outputs are compared in their own layouts.
                        [](CaseContext& ctx) {
-                         return Case{*gen::problem(gen::with_v2(ctx.spec()))};
+                         return Case{*gen::problem(gen::with_serving_parts(ctx.spec()))};
                        },
                        judge_determinism, {}, AtSize::some);
 }

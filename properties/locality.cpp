@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/broadcast.h"
+#include "core/transforms.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -15,22 +17,14 @@ double changed_value(DType dtype, double x) {
   return is_block_format(dtype) ? 1.0 - x : round_to(dtype, 1.0 - x);
 }
 
-// Key j of K/V head g of sequence b, wherever the layout keeps it (a
-// shared page changes for every sequence that reads it). In a block format
-// the changed rows are rounded back to blocks (1 - x of a block is seldom
-// one); a key whose blocks round back to what they were is still a valid
-// change for these properties, which only ask that other rows not move.
+// Key j of K/V head g of sequence b changed to other values of its format.
+// In a block format the changed rows are rounded back to blocks (1 - x of
+// a block is seldom one); a key whose blocks round back to what they were
+// is still a valid change for these properties, which only ask that other
+// rows not move.
 void change_key(Problem& p, int64_t b, int64_t g, int64_t j) {
   const DType kv = p.kv_dtype.value_or(p.dtype);
-  for (int64_t d = 0; d < p.dk; ++d) {
-    double& x = p.k.data[p.kv_offset(p.k, b, g, j, d)];
-    x = changed_value(kv, x);
-  }
-  for (int64_t d = 0; d < p.dv; ++d) {
-    double& x = p.v.data[p.kv_offset(p.v, b, g, j, d)];
-    x = changed_value(kv, x);
-  }
-  round_key_to_blocks(p, b, g, j);
+  change_key_row(p, b, g, j, [kv](double x) { return changed_value(kv, x); });
 }
 
 // A row with a query: of a packed problem, a sequence that has queries.
@@ -116,14 +110,10 @@ void judge_window(CaseContext& ctx, const Case& c) {
     // Window attention equals global attention under the band mask.
     Problem banded = p;
     banded.window_left = banded.window_right = -1;
-    Broadcast<uint8_t> band{p.batch, p.heads, std::vector<uint8_t>(static_cast<size_t>(p.score_elements()))};
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.heads; ++h)
-        for (int64_t i = 0; i < p.tq; ++i)
-          for (int64_t j = 0; j < p.tk; ++j)
-            band.at(b, h, i, j, p.tq, p.tk) =
-                p.window_band(i).contains(j) && (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk));
-    banded.mask = band;
+    banded.mask = make_broadcast<uint8_t>(
+        p.batch, p.heads, p.tq, p.tk, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+          return p.window_band(i).contains(j) && (!p.mask || p.mask->at(b, h, i, j, p.tq, p.tk));
+        });
     const ForwardResult rb = ctx.call_ok(banded);
     const auto [o, t] = ctx.reference(p);
     compare_array(cmp, ArrayKind::out, p, r.out, rb.out, t.out, CompareMode::pairwise,
@@ -218,8 +208,8 @@ PropertyDef causal_prefix_property() {
       "output (bitwise); both alignments, tq != tk included",
       100, needs_features(ATTNCHECK_FEATURE_CAUSAL, "FEATURE_CAUSAL"),
       [](CaseContext& ctx) {
-        // Every declared version 2 part: per sequence when packed or paged.
-        gen::GenSpec spec = gen::with_v2(ctx.spec());
+        // Every declared serving part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
         spec.require_causal = true;
         return draw_with_row(ctx, spec);
       },
@@ -239,8 +229,8 @@ PropertyDef window_property() {
       "equals global attention with the band mask",
       100, needs_features(ATTNCHECK_FEATURE_WINDOW, "FEATURE_WINDOW"),
       [](CaseContext& ctx) {
-        // Every declared version 2 part: per sequence when packed or paged.
-        gen::GenSpec spec = gen::with_v2(ctx.spec());
+        // Every declared serving part: per sequence when packed or paged.
+        gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
         spec.require_window = true;
         return draw_with_row(ctx, spec);
       },

@@ -1,8 +1,8 @@
 #pragma once
 // The seed arithmetic of the property runs, in one place: the per-property
 // seeds derived from a run seed (run/driver.cpp), the real-size phase's
-// case seeds and shapes (run/real_sizes.cpp, gen/sizes.cpp) and the seeded
-// values at size (gen/problem_gen.cpp).
+// case seeds and shapes (run/real_sizes.cpp, gen/real_size_shapes.cpp) and
+// the seeded values at size (gen/draws.h, gen/real_size_draw.cpp).
 
 #include <cstdint>
 #include <string_view>

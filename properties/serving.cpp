@@ -13,6 +13,8 @@
 
 #include "attncheck/error.h"
 #include "attncheck/dtype_blocks.h"
+#include "core/broadcast.h"
+#include "core/transforms.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -125,24 +127,17 @@ Problem with_sink_key(const Problem& p) {
     }
   }
   if (p.mask) {
-    Broadcast<uint8_t> m{p.mask->batch, p.mask->heads, {}};
-    for (int64_t b = 0; b < m.batch; ++b)
-      for (int64_t h = 0; h < m.heads; ++h)
-        for (int64_t i = 0; i < p.tq; ++i) {
-          m.data.push_back(1);
-          for (int64_t j = 0; j < p.tk; ++j) m.data.push_back(p.mask->at(b, h, i, j, p.tq, p.tk));
-        }
-    e.mask = std::move(m);
+    e.mask = make_broadcast<uint8_t>(
+        p.mask->batch, p.mask->heads, p.tq, e.tk, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+          return j == 0 ? uint8_t{1} : p.mask->at(b, h, i, j - 1, p.tq, p.tk);
+        });
   }
   // The bias varies by head (the sink is per head); its batch axis as before.
-  Broadcast<double> bias{p.bias ? p.bias->batch : 1, p.heads, {}};
-  for (int64_t b = 0; b < bias.batch; ++b)
-    for (int64_t h = 0; h < p.heads; ++h)
-      for (int64_t i = 0; i < p.tq; ++i) {
-        bias.data.push_back(p.sink[static_cast<size_t>(h)]);
-        for (int64_t j = 0; j < p.tk; ++j) bias.data.push_back(p.bias_at(b, h, i, j));
-      }
-  e.bias = std::move(bias);
+  e.bias = make_broadcast<double>(
+      p.bias ? p.bias->batch : 1, p.heads, p.tq, e.tk,
+      [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+        return j == 0 ? p.sink[static_cast<size_t>(h)] : p.bias_at(b, h, i, j - 1);
+      });
   return e;
 }
 
@@ -152,12 +147,12 @@ bool sink_key_applies(const ImplInfo& info, const Problem& p) {
 }
 
 Case draw_sink(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_SINK;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_SINK;
   // Half the cases keep to problems the extra-key form applies to.
   const bool keyed = ctx.info().has(ATTNCHECK_FEATURE_BIAS) && *rc::gen::arbitrary<bool>();
   if (keyed) {
-    spec.v2 &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
+    spec.serving &= ~(ATTNCHECK_FEATURE_PACKED | ATTNCHECK_FEATURE_PAGED_KV);
     spec.features &= ~(ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_ALIGN_TOP_LEFT);
     if (!(spec.features & ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT)) spec.features &= ~ATTNCHECK_FEATURE_CAUSAL;
   }
@@ -203,8 +198,8 @@ void judge_sink(CaseContext& ctx, const Case& c) {
 // ---- PackedEqualsSeparate ----
 
 Case draw_packed(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_PACKED;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_PACKED;
   const Problem p = *gen::problem(spec);
   const int64_t changed = *rc::gen::inRange<int64_t>(0, p.batch);
   return Case{p, {{"changed_sequence", changed}}};
@@ -229,17 +224,8 @@ Problem change_sequence(const Problem& p, int64_t b) {
       }
   if (p.packed_k()) {
     for (int64_t g = 0; g < p.kv_heads; ++g)
-      for (int64_t j = 0; j < p.seq_tk(b); ++j) {
-        for (int64_t d = 0; d < p.dk; ++d) {
-          double& x = c.k.data[p.kv_offset(p.k, b, g, j, d)];
-          x = other(kf, x);
-        }
-        for (int64_t d = 0; d < p.dv; ++d) {
-          double& x = c.v.data[p.kv_offset(p.v, b, g, j, d)];
-          x = other(kf, x);
-        }
-        round_key_to_blocks(c, b, g, j);
-      }
+      for (int64_t j = 0; j < p.seq_tk(b); ++j)
+        change_key_row(c, b, g, j, [&](double x) { return other(kf, x); });
   }
   return c;
 }
@@ -274,8 +260,8 @@ void judge_packed(CaseContext& ctx, const Case& c) {
 // ---- PagedEqualsContiguous ----
 
 Case draw_paged(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_PAGED_KV;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_PAGED_KV;
   return Case{*gen::problem(spec)};
 }
 
@@ -366,8 +352,8 @@ void judge_paged(CaseContext& ctx, const Case& c) {
 // ---- DescaleEquivalence ----
 
 Case draw_descale(CaseContext& ctx) {
-  gen::GenSpec spec = gen::with_v2(ctx.spec());
-  spec.v2_required = ATTNCHECK_FEATURE_DESCALE;
+  gen::GenSpec spec = gen::with_serving_parts(ctx.spec());
+  spec.serving_required = ATTNCHECK_FEATURE_DESCALE;
   const Problem p = *gen::problem(spec);
   const int which = *rc::gen::inRange(0, 3);
   return Case{p, {{"doubled", which == 0 ? "q" : which == 1 ? "k" : "v"}}};

@@ -174,7 +174,7 @@ Case draw_linearity(CaseContext& ctx) {
   // (KeyTranslationInvariance says why); at real sizes dense, as a packed
   // or paged problem's reference there would be the certified oracle.
   const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();
-  gen::GenSpec spec = serving ? gen::with_v2(ctx.spec()) : ctx.spec();
+  gen::GenSpec spec = serving ? gen::with_serving_parts(ctx.spec()) : ctx.spec();
   Problem p = *gen::problem(spec);
   // An fp8 V at real size (4 significant bits at most) almost never gives
   // sums a V1 + b V2 it holds exactly, and every draw was discarded: small

@@ -21,12 +21,12 @@ namespace {
 
 constexpr int kSamples = 600;
 
-// Every feature and version 2 part loop_f64 has, f32 output, K/V in `kv`.
+// Every feature and serving part loop_f64 has, f32 output, K/V in `kv`.
 gen::GenSpec block_spec(DType kv) {
   ImplInfo info = find_impl("loop_f64")->info();
-  info.features |= gen::kV2Features;
+  info.features |= gen::kServingParts;
   info.combos = {{DType::f32, kv, DType::f32}};
-  return gen::with_v2(gen::spec_for(info, DType::f32));
+  return gen::with_serving_parts(gen::spec_for(info, DType::f32));
 }
 
 TEST(BlockGenerator, EveryProblemIsValidAndEveryBlockKindOccurs) {

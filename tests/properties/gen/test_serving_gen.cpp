@@ -35,12 +35,12 @@ void sample(const gen::GenSpec& spec, Check check) {
 // combinations.
 gen::GenSpec serving_spec() {
   ImplInfo info = find_impl("loop_f64")->info();
-  info.features |= gen::kV2Features;
+  info.features |= gen::kServingParts;
   info.combos = {{DType::f32, DType::f32, DType::f32},
                  {DType::f32, DType::e4m3, DType::f32},
                  {DType::bf16, DType::e4m3, DType::f32},
                  {DType::e4m3, DType::e4m3, DType::f32}};
-  return gen::with_v2(gen::spec_for(info, DType::f32));
+  return gen::with_serving_parts(gen::spec_for(info, DType::f32));
 }
 
 bool row_without_keys(const Problem& p) {
@@ -123,7 +123,7 @@ TEST(ServingGenerator, PagedKeysAreTheDenseKeysTheirTableNames) {
   // The paged addressing and sequence_problem agree: sequence b's key j is
   // slot j % page_size of page block_table[b][j / page_size].
   gen::GenSpec spec = serving_spec();
-  spec.v2_required = ATTNCHECK_FEATURE_PAGED_KV;
+  spec.serving_required = ATTNCHECK_FEATURE_PAGED_KV;
   sample(spec, [](const Problem& p) {
     ASSERT_TRUE(p.paged.has_value());
     for (int64_t b = 0; b < p.batch; ++b) {
@@ -142,24 +142,24 @@ TEST(ServingGenerator, PagedKeysAreTheDenseKeysTheirTableNames) {
 
 TEST(ServingGenerator, SpecsWithoutServingPartsDrawNone) {
   gen::GenSpec spec = serving_spec();
-  spec.v2 = 0;
-  spec.v2_problems = false;
+  spec.serving = 0;
+  spec.mixed_formats = false;
   sample(spec, [](const Problem& p) {
     ASSERT_FALSE(p.needs_v2());
   });
 }
 
 // A declaration of q = kv = out = f32 and (f32, bf16, f32), with no
-// version 2 feature: a property that takes version 2 problems draws the
+// serving part: a property that takes the mixed combinations draws the
 // bf16 K/V too (issue 33 item 4: before, only declarations without the
 // uniform combination ever drew theirs; the real-size plan takes the same
-// choice); one that takes version 1 problems only draws f32.
-TEST(ServingGenerator, DeclaredCombosAreDrawnWithoutVersion2Features) {
+// choice); one that takes dense problems of one format only draws f32.
+TEST(ServingGenerator, DeclaredCombosAreDrawnWithoutServingParts) {
   ImplInfo info = find_impl("loop_f64")->info();
-  info.features &= ~gen::kV2Features;
+  info.features &= ~gen::kServingParts;
   info.combos = {{DType::f32, DType::f32, DType::f32}, {DType::f32, DType::bf16, DType::f32}};
   const gen::GenSpec plain = gen::spec_for(info, DType::f32);
-  ASSERT_EQ(gen::with_sinks(plain).v2, 0u);
+  ASSERT_EQ(gen::with_sinks(plain).serving, 0u);
   int bf16_kv = 0, f32_kv = 0;
   sample(gen::with_sinks(plain), [&](const Problem& p) {
     ASSERT_NO_THROW(p.validate());

@@ -2,16 +2,22 @@
 // real-size shapes, the grids the size search walks, and fitting a shape
 // to an implementation's limits and a profile's cost cap.
 
+#include "properties/gen/real_size_shapes.h"
+
 #include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
 
-#include "properties/gen/generators.h"
+#include "properties/gen/spec.h"
 #include "properties/seeds.h"
 
 namespace attncheck::gen {
 namespace {
+
+constexpr const char* kSizeRegimeNames[] = {"plain values", "near-flat scores",
+                                            "scores far below 0", "large values",
+                                            "one dominant key"};
 
 SizeShape shape(std::string label, int64_t batch, int64_t heads, int64_t kv_heads, int64_t tq,
                 int64_t tk, int64_t dk, int64_t dv) {
@@ -83,6 +89,8 @@ int64_t allowed_dim(int64_t d, const Limits& lim) {
 }
 
 }  // namespace
+
+const char* size_regime_name(SizeRegime r) { return kSizeRegimeNames[static_cast<int>(r)]; }
 
 std::string SizeShape::describe() const {
   const std::string structure = fmt::format(
