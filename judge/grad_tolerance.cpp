@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "judge/sequences.h"
 #include "judge/tolerance.h"
 
 // First-order error analysis of the attention backward pass, per element,
@@ -86,8 +87,9 @@
 //    Every rounding the gammas count after a sum (sigma's product and the
 //    descales') may underflow too: one eta_a each.
 //  - Varlen: per sequence (sequence_problem), assembled in the oracle's
-//    layout (dq packed like q, dk / dv packed like k); dsink sums over the
-//    sequences before its bound is finished.
+//    layout (dq packed like q, dk / dv packed like k) by judge/sequences.h
+//    as the forward's are; dsink sums over the sequences before its bound
+//    is finished.
 
 namespace attncheck {
 namespace {
@@ -581,40 +583,19 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
     throw std::invalid_argument(
         "grad_tolerances: a varlen problem needs a dout and the oracle's per-sequence results");
   }
-  const bool pq = p.packed_q(), pk = p.packed_k();
   GradTolerances tol;
   tol.dq.assign(o.dq.size(), 0.0);
   tol.dk.assign(o.dk.size(), 0.0);
   tol.dv.assign(o.dv.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
-    if (tq == 0) continue;
-    const Problem sp = sequence_problem(p, b);
-    const GradTolerances ts = grad_tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t, sink);
+  for_each_sequence(p, o, [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
+    const GradTolerances ts = grad_tolerances_dense(sp, os, t, sink);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
-    for (int64_t h = 0; h < p.heads; ++h) {
-      for (int64_t i = 0; i < tq; ++i) {
-        const size_t rs = row_index(sp, 0, h, i);
-        tol.ill_conditioned[row_index(p, b, h, i)] = ts.ill_conditioned[rs];
-        const int64_t x = pq ? (p.packed->cu_seqlens_q[static_cast<size_t>(b)] + i) * p.heads + h
-                             : (b * p.heads + h) * p.tq + i;
-        for (int64_t c = 0; c < p.dk; ++c)
-          tol.dq[static_cast<size_t>(x * p.dk + c)] = ts.dq[rs * static_cast<size_t>(p.dk) + static_cast<size_t>(c)];
-      }
-    }
-    for (int64_t g = 0; g < p.kv_heads; ++g) {
-      for (int64_t j = 0; j < tk; ++j) {
-        const int64_t x = pk ? (p.packed->cu_seqlens_k[static_cast<size_t>(b)] + j) * p.kv_heads + g
-                             : (b * p.kv_heads + g) * p.tk + j;
-        const int64_t y = g * sp.tk + j;  // the sequence's [1][kv_h][tk_b][d]
-        for (int64_t c = 0; c < p.dk; ++c)
-          tol.dk[static_cast<size_t>(x * p.dk + c)] = ts.dk[static_cast<size_t>(y * p.dk + c)];
-        for (int64_t c = 0; c < p.dv; ++c)
-          tol.dv[static_cast<size_t>(x * p.dv + c)] = ts.dv[static_cast<size_t>(y * p.dv + c)];
-      }
-    }
-  }
+    at.rows(tol.ill_conditioned, ts.ill_conditioned);
+    at.query_rows(tol.dq, ts.dq, p.dk);
+    at.key_rows(tol.dk, ts.dk, p.dk);
+    at.key_rows(tol.dv, ts.dv, p.dv);
+  });
   if (with_sink) tol.dsink = dsink_tolerances(sink, o, u, u_out, eta_a, eta_o);
   return tol;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attncheck/dtype_blocks.h"
+#include "judge/sequences.h"
 
 // First-order error analysis of softmax attention, per element (SPEC 4).
 //
@@ -96,7 +97,8 @@
 //  - Varlen problems: each sequence is judged as sequence_problem(p, b)
 //    against the oracle's per-sequence result (OracleResult::sequences),
 //    and the tolerances are assembled in p's layout (the oracle's), so
-//    compare works element by element on the assembled arrays.
+//    compare works element by element on the assembled arrays
+//    (judge/sequences.h, which the gradients' assembly shares).
 
 namespace attncheck {
 namespace {
@@ -707,25 +709,14 @@ Tolerances tolerances(const Problem& p, const OracleResult& o, const PrecisionTr
   tol.weights.assign(o.weights.size(), 0.0);
   tol.lse.assign(o.lse.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
-    if (tq == 0) continue;
-    const Problem sp = sequence_problem(p, b);
-    const Tolerances ts = tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t, at_limit);
+  for_each_sequence(p, o, [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
+    const Tolerances ts = tolerances_dense(sp, os, t, at_limit);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
-    for (int64_t h = 0; h < p.heads; ++h) {
-      for (int64_t i = 0; i < tq; ++i) {
-        const size_t rp = row_index(p, b, h, i), rs = row_index(sp, 0, h, i);
-        tol.lse[rp] = ts.lse[rs];
-        tol.ill_conditioned[rp] = ts.ill_conditioned[rs];
-        for (int64_t c = 0; c < p.dv; ++c)
-          tol.out[out_index(p, b, h, i, c)] = ts.out[out_index(sp, 0, h, i, c)];
-        if (tol.weights.empty()) continue;  // packed queries: no weights
-        for (int64_t j = 0; j < tk; ++j)
-          tol.weights[weight_index(p, b, h, i, j)] = ts.weights[weight_index(sp, 0, h, i, j)];
-      }
-    }
-  }
+    at.rows(tol.lse, ts.lse);
+    at.rows(tol.ill_conditioned, ts.ill_conditioned);
+    at.query_rows(tol.out, ts.out, p.dv);
+    if (!tol.weights.empty()) at.scores(tol.weights, ts.weights);  // packed queries: no weights
+  });
   return tol;
 }
 
