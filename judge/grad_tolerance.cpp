@@ -588,14 +588,15 @@ GradTolerances grad_tolerances(const Problem& p, const OracleResult& o, const Pr
   tol.dk.assign(o.dk.size(), 0.0);
   tol.dv.assign(o.dv.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
-  for_each_sequence(p, o, [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
+  const auto judge = [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
     const GradTolerances ts = grad_tolerances_dense(sp, os, t, sink);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
     at.rows(tol.ill_conditioned, ts.ill_conditioned);
     at.query_rows(tol.dq, ts.dq, p.dk);
     at.key_rows(tol.dk, ts.dk, p.dk);
     at.key_rows(tol.dv, ts.dv, p.dv);
-  });
+  };
+  for_each_sequence(p, o, judge);
   if (with_sink) tol.dsink = dsink_tolerances(sink, o, u, u_out, eta_a, eta_o);
   return tol;
 }

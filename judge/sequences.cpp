@@ -8,7 +8,8 @@ SequencePlacement::SequencePlacement(const Problem& p, const Problem& sequence, 
 template <typename T>
 void SequencePlacement::copy_rows(std::vector<T>& to, const std::vector<T>& from) const {
   for (int64_t h = 0; h < p_.heads; ++h)
-    for (int64_t i = 0; i < tq_; ++i) to[row_index(p_, b_, h, i)] = from[row_index(sequence_, 0, h, i)];
+    for (int64_t i = 0; i < tq_; ++i)
+      to[row_index(p_, b_, h, i)] = from[row_index(sequence_, 0, h, i)];
 }
 
 void SequencePlacement::rows(std::vector<double>& to, const std::vector<double>& from) const {
@@ -48,9 +49,9 @@ void SequencePlacement::key_rows(std::vector<double>& to, const std::vector<doub
     for (int64_t j = 0; j < tk_; ++j) {
       // Packed keys: row cu_seqlens_k[b] + j of [total_k][kv_heads]; else
       // [b][kv_h][tk]. The sequence's [1][kv_h][tk_b] (tk_b at least 1).
-      const int64_t x = p_.packed_k()
-                            ? (p_.packed->cu_seqlens_k[static_cast<size_t>(b_)] + j) * p_.kv_heads + g
-                            : (b_ * p_.kv_heads + g) * p_.tk + j;
+      const int64_t x =
+          p_.packed_k() ? (p_.packed->cu_seqlens_k[static_cast<size_t>(b_)] + j) * p_.kv_heads + g
+                        : (b_ * p_.kv_heads + g) * p_.tk + j;
       const int64_t y = g * sequence_.tk + j;
       for (int64_t c = 0; c < width; ++c)
         to[static_cast<size_t>(x * width + c)] = from[static_cast<size_t>(y * width + c)];
@@ -58,10 +59,9 @@ void SequencePlacement::key_rows(std::vector<double>& to, const std::vector<doub
   }
 }
 
-void for_each_sequence(
-    const Problem& p, const OracleResult& o,
-    const std::function<void(const Problem&, const OracleResult&, const SequencePlacement&)>&
-        judge) {
+void for_each_sequence(const Problem& p, const OracleResult& o,
+                       const std::function<void(const Problem&, const OracleResult&,
+                                                const SequencePlacement&)>& judge) {
   for (int64_t b = 0; b < p.batch; ++b) {
     if (p.seq_tq(b) == 0) continue;
     const Problem sequence = sequence_problem(p, b);

@@ -28,13 +28,11 @@ class SequencePlacement {
   void rows(std::vector<double>& to, const std::vector<double>& from) const;
   void rows(std::vector<uint8_t>& to, const std::vector<uint8_t>& from) const;
   /// `width` values per query row, laid out like q (out: dv, dq: dk).
-  void query_rows(std::vector<double>& to, const std::vector<double>& from,
-                  int64_t width) const;
+  void query_rows(std::vector<double>& to, const std::vector<double>& from, int64_t width) const;
   /// One value per score, laid out like the weights ([b][h][tq][tk]).
   void scores(std::vector<double>& to, const std::vector<double>& from) const;
   /// `width` values per key row, laid out like k (dk: dk, dv: dv).
-  void key_rows(std::vector<double>& to, const std::vector<double>& from,
-                int64_t width) const;
+  void key_rows(std::vector<double>& to, const std::vector<double>& from, int64_t width) const;
 
  private:
   template <typename T>
@@ -50,9 +48,8 @@ class SequencePlacement {
 /// each sequence b of the varlen `p` that has queries, in order (one
 /// without queries has nothing to judge). `o` must hold the per-sequence
 /// results (the caller checks, with its own message).
-void for_each_sequence(
-    const Problem& p, const OracleResult& o,
-    const std::function<void(const Problem&, const OracleResult&, const SequencePlacement&)>&
-        judge);
+void for_each_sequence(const Problem& p, const OracleResult& o,
+                       const std::function<void(const Problem&, const OracleResult&,
+                                                const SequencePlacement&)>& judge);
 
 }  // namespace attncheck

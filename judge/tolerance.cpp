@@ -492,7 +492,8 @@ LogitErrors logit_errors(const Problem& p, const OracleResult& o, const StageUni
   if (!p.sink.empty()) {
     const double z = p.sink[static_cast<size_t>(h)];
     le.a_sink = std::exp(z - o.lse[r.row]);
-    le.aD_sink = weight_change(le.a_sink, z - o.lse[r.row], 4 * s.u_sm * (std::fabs(z) + std::fabs(m)));
+    le.aD_sink =
+        weight_change(le.a_sink, z - o.lse[r.row], 4 * s.u_sm * (std::fabs(z) + std::fabs(m)));
     le.sum_aD += le.aD_sink;
   }
   return le;
@@ -709,14 +710,16 @@ Tolerances tolerances(const Problem& p, const OracleResult& o, const PrecisionTr
   tol.weights.assign(o.weights.size(), 0.0);
   tol.lse.assign(o.lse.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
-  for_each_sequence(p, o, [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
+  // Packed queries have no weights.
+  const auto judge = [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
     const Tolerances ts = tolerances_dense(sp, os, t, at_limit);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
     at.rows(tol.lse, ts.lse);
     at.rows(tol.ill_conditioned, ts.ill_conditioned);
     at.query_rows(tol.out, ts.out, p.dv);
-    if (!tol.weights.empty()) at.scores(tol.weights, ts.weights);  // packed queries: no weights
-  });
+    if (!tol.weights.empty()) at.scores(tol.weights, ts.weights);
+  };
+  for_each_sequence(p, o, judge);
   return tol;
 }
 

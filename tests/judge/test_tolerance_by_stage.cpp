@@ -168,8 +168,8 @@ Problem varlen_digest_problem(uint32_t k) {
   const uint32_t kind = k % 3;  // 0 packed q and k, 1 packed k, 2 paged k (q packed on odd k)
   const bool packed_q = kind == 0 || (kind == 2 && k % 2 == 1);
   const int64_t long_keys = k % 4 == 0 ? 70 : 9;
-  const std::vector<int64_t> q_lens = packed_q ? std::vector<int64_t>{2, 0, 4, 1}
-                                               : std::vector<int64_t>{3, 3, 3, 3};
+  const std::vector<int64_t> q_lens =
+      packed_q ? std::vector<int64_t>{2, 0, 4, 1} : std::vector<int64_t>{3, 3, 3, 3};
   const std::vector<int64_t> k_lens = {3, 2, long_keys, kind == 1 ? 1 : 0};
   const int64_t batch = 4, heads = 4, kv_heads = k % 2 ? 2 : 4, dk = k % 4 == 3 ? 40 : 8, dv = 6;
   const int64_t tq = *std::max_element(q_lens.begin(), q_lens.end());
@@ -189,7 +189,8 @@ Problem varlen_digest_problem(uint32_t k) {
   if (kind == 2) {
     const int64_t page = 4;
     std::vector<int64_t> pages;
-    for (int64_t b = 0; b < batch; ++b) pages.push_back((k_lens[static_cast<size_t>(b)] + page - 1) / page);
+    for (int64_t b = 0; b < batch; ++b)
+      pages.push_back((k_lens[static_cast<size_t>(b)] + page - 1) / page);
     const int64_t stride = *std::max_element(pages.begin(), pages.end());
     int64_t total = 0;
     for (int64_t n : pages) total += n;
