@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attncheck/dtype_blocks.h"
+#include "judge/sequences.h"
 
 // First-order error analysis of softmax attention, per element (SPEC 4).
 //
@@ -96,7 +97,8 @@
 //  - Varlen problems: each sequence is judged as sequence_problem(p, b)
 //    against the oracle's per-sequence result (OracleResult::sequences),
 //    and the tolerances are assembled in p's layout (the oracle's), so
-//    compare works element by element on the assembled arrays.
+//    compare works element by element on the assembled arrays
+//    (judge/sequences.h, which the gradients' assembly shares).
 
 namespace attncheck {
 namespace {
@@ -270,33 +272,43 @@ bool beyond_first_order(const LengthTerms& l) {
          l.gamma_pv + l.pv_rescale > kFirstOrderLimit;
 }
 
-// The tolerances of a dense problem (a varlen one's sequence).
-Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
-                            const PrecisionTraits& t, bool at_limit) {
-  Tolerances tol;
-  tol.out.assign(o.out.size(), 0.0);
-  tol.weights.assign(o.weights.size(), 0.0);
-  tol.lse.assign(o.lse.size(), 0.0);
-  tol.ill_conditioned.assign(o.lse.size(), 0);
+// The coefficients of a dense problem's analysis that every row shares:
+// each stage's unit roundoff and underflow unit, the scores' storage, the
+// descales' roundings and Q's rounding (stage_units derives each).
+struct StageUnits {
+  double u_sc = 0, u_sm = 0, u_div = 0, u_cap = 0, u_o = 0, e = 0;
+  double eta_a = 0, eta_pv = 0, eta_p = 0, eta_o = 0;
+  double gamma_dot = 0;
+  DType s_format = DType::f64;
+  double u_s = 0, eta_s = 0, s_carried = 0;
+  bool descaled = false;
+  double descale_logit = 0, descale_out = 0, vd = 1, eta_products = 0, descale_out_eta = 0;
+  std::optional<DType> q_format;
+  bool q_blocks = false;
+  double u_qc = 0, eta_qc = 0, qd = 1, kd = 1;
+};
 
+// SPEC 4.1's units by stage for `p` under `t` (at T^L with `at_limit`).
+StageUnits stage_units(const Problem& p, const PrecisionTraits& t, bool at_limit) {
+  StageUnits s;
   // Each stage's unit roundoff (SPEC 4.1; a stage not declared is accum,
   // so a declaration without stages gives version 1's terms exactly): the
   // q.k sums, the softmax (scale, max, exp, l, rescales) and the division
   // by l in the format the P.V accumulator or the softmax uses, whichever
   // is coarser (the division may be done in either: ggml converts its f16
   // accumulator to f32 first, others divide in place).
-  const double u_sc = unit_roundoff(t.score_format());
-  const double u_sm = unit_roundoff(t.softmax_format());
-  const double u_div = std::max(u_sm, unit_roundoff(t.pv_format()));
+  s.u_sc = unit_roundoff(t.score_format());
+  s.u_sm = unit_roundoff(t.softmax_format());
+  s.u_div = std::max(s.u_sm, unit_roundoff(t.pv_format()));
   // A softcap's tanh, product and division are charged to whichever stage
   // does them, so to the coarser of the two.
-  const double u_cap = std::max(u_sc, u_sm);
+  s.u_cap = std::max(s.u_sc, s.u_sm);
   // The output is rounded to its format. When that is the accumulation
   // format the cast is exact, and u_o then pays for the oracle's own
   // rounding of the exact value to the double it reports (|c - fl(c)| <=
   // 2^-53 |c| <= u_o |c|).
-  const double u_o = unit_roundoff(p.dtype);
-  const double e = t.exp_ulps;
+  s.u_o = unit_roundoff(p.dtype);
+  s.e = t.exp_ulps;
   // Underflow, where relative bounds stop holding: a value rounded below the
   // normal range errs by up to half the smallest subnormal of its format;
   // in a format declared flushing (ftz_formats, or flush_to_zero for all),
@@ -310,41 +322,41 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // eta_a is the softmax format's (exp results, weights), eta_pv the P.V
   // accumulator's (the products a_j v_j and their sum; its own flush bit
   // when pv_accum is declared, SPEC 4.1).
-  const double eta_a = underflow_unit(t.softmax_format(), t.flushes(kFtzAccum));
-  const double eta_pv = underflow_unit(t.pv_format(), t.flushes(kFtzPvAccum));
-  const double eta_p = std::max(eta_a, underflow_unit(t.p_cast, t.flushes(kFtzPCast)));
-  const double eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
+  s.eta_a = underflow_unit(t.softmax_format(), t.flushes(kFtzAccum));
+  s.eta_pv = underflow_unit(t.pv_format(), t.flushes(kFtzPvAccum));
+  s.eta_p = std::max(s.eta_a, underflow_unit(t.p_cast, t.flushes(kFtzPCast)));
+  s.eta_o = underflow_unit(p.dtype, t.flushes(kFtzOut));
   // A dot product of dk terms costs gamma_dk; one more rounding for sigma
   // itself in the accumulation format and one for the product by sigma.
-  const double gamma_dot = at_limit ? std::min(gamma(static_cast<double>(p.dk) + 2, u_sc), kFirstOrderLimit)
-                                    : gamma(static_cast<double>(p.dk) + 2, u_sc);
+  s.gamma_dot = at_limit ? std::min(gamma(static_cast<double>(p.dk) + 2, s.u_sc), kFirstOrderLimit)
+                         : gamma(static_cast<double>(p.dk) + 2, s.u_sc);
   // Scores stored in another format (s_cast, SPEC 1.1 "score storage"): 0
   // when S stays in the accumulation format, whose roundings the terms
   // above already count.
-  const DType s_format = t.s_cast_format();
-  const double u_s = s_format == t.score_format() ? 0.0 : unit_roundoff(s_format);
+  s.s_format = t.s_cast_format();
+  s.u_s = s.s_format == t.score_format() ? 0.0 : unit_roundoff(s.s_format);
   // Its underflow (s_cast_logit_error): no ftz bit names the score format;
   // the store is a result of the score arithmetic, so it flushes where the
   // accumulation format does.
-  const double eta_s = underflow_unit(s_format, t.flushes(kFtzAccum));
-  const double s_carried =
+  s.eta_s = underflow_unit(s.s_format, t.flushes(kFtzAccum));
+  s.s_carried =
       std::max(1.0, std::fabs(p.scale * (p.descale ? p.descale->q * p.descale->k : 1.0)));
   // Version 2 terms (see the top of this file).
-  const bool descaled = p.descale.has_value();
+  s.descaled = p.descale.has_value();
   // Roundings of |t_j| and |c| the descales cost (see the top).
   const auto unrepresentable = [&](double x) {
     return representable(t.score_format(), x) ? 0.0 : 1.0;
   };
-  const double descale_logit =
-      descaled ? 3 + unrepresentable(p.descale->q) + unrepresentable(p.descale->k) : 0.0;
-  const double descale_out = descaled ? 2 + unrepresentable(p.descale->v) : 0.0;
+  s.descale_logit =
+      s.descaled ? 3 + unrepresentable(p.descale->q) + unrepresentable(p.descale->k) : 0.0;
+  s.descale_out = s.descaled ? 2 + unrepresentable(p.descale->v) : 0.0;
   // Logical values of V (see the top): vd multiplies every stored v_j, and
   // errors of underflowing products of the stored v_j (n eta_a) with it,
   // when vd > 1; below the normal range the descale's two roundings of the
   // output are absolute, 2 eta_a.
-  const double vd = descaled ? p.descale->v : 1.0;
-  const double eta_products = eta_pv * std::max(1.0, std::fabs(vd));
-  const double descale_out_eta = descaled ? 2 * std::max(eta_a, eta_pv) : 0.0;
+  s.vd = s.descaled ? p.descale->v : 1.0;
+  s.eta_products = s.eta_pv * std::max(1.0, std::fabs(s.vd));
+  s.descale_out_eta = s.descaled ? 2 * std::max(s.eta_a, s.eta_pv) : 0.0;
   // Q rounded before q.k (SPEC 4.1 q_cast): a relative u_qc of each logical
   // q_t (after its descale), which the sum carries to u_qc S_j, and below
   // the format's normal range an absolute eta_qc per element, carried by
@@ -353,234 +365,331 @@ Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
   // row with an element past the format's largest finite rounds to an
   // infinity: beyond the declared precision.
   // Q8_0 (SPEC 4.1): w_t of q8_0_row_weights, D_j += |sigma| sum_t |k_jt| w_t.
-  const std::optional<DType> q_format = t.q_cast_format(combo_of(p).kv);
-  const bool q_blocks = q_format == DType::q8_0;
-  const double u_qc = q_format && !q_blocks ? unit_roundoff(*q_format) : 0.0;
-  const double eta_qc = q_format && !q_blocks ? underflow_unit(*q_format, false) : 0.0;
-  std::vector<double> q_weight;  // [t]: w_t of the row, for a Q8_0 q_cast
-  const double qd = descaled ? p.descale->q : 1.0, kd = descaled ? p.descale->k : 1.0;
+  s.q_format = t.q_cast_format(combo_of(p).kv);
+  s.q_blocks = s.q_format == DType::q8_0;
+  s.u_qc = s.q_format && !s.q_blocks ? unit_roundoff(*s.q_format) : 0.0;
+  s.eta_qc = s.q_format && !s.q_blocks ? underflow_unit(*s.q_format, false) : 0.0;
+  s.qd = s.descaled ? p.descale->q : 1.0;
+  s.kd = s.descaled ? p.descale->k : 1.0;
+  return s;
+}
+
+// One query row (b, h, i) of K/V head g, and the oracle's m, l and n there.
+struct Row {
+  int64_t b = 0, h = 0, i = 0, g = 0;
+  size_t row = 0;
+  double m = 0, l = 0, n = 0;
+};
+
+// The length terms of a row of n allowed keys (length_terms); T^L
+// (at_limit): each first-order quantity above the limit taken at the limit
+// (SPEC 2, AsAccurateAsBaseline).
+LengthTerms row_length_terms(double n, bool sinks, const PrecisionTraits& t, bool at_limit) {
+  // l sums n exponentials, and the sink's; eps: each weight's
+  // exponentials (length_terms).
+  LengthTerms terms = length_terms(n, sinks, t);
+  const auto clamp = [at_limit](double x) { return at_limit ? std::min(x, kFirstOrderLimit) : x; };
+  if (at_limit) {
+    terms.gamma_n = clamp(terms.gamma_n);
+    terms.eps = clamp(terms.eps);
+    const double pv = terms.gamma_pv + terms.pv_rescale;
+    if (pv > kFirstOrderLimit) {
+      // gamma is infinite from n u >= 1 (an f16 accumulator past
+      // about 2000 keys): all of it is then the limit, and scaling
+      // inf by L / inf would give NaN.
+      const bool unbounded = std::isinf(terms.gamma_pv);
+      terms.gamma_pv = unbounded ? kFirstOrderLimit : terms.gamma_pv * (kFirstOrderLimit / pv);
+      terms.pv_rescale = unbounded ? 0.0 : terms.pv_rescale * (kFirstOrderLimit / pv);
+    }
+  }
+  return terms;
+}
+
+// Q's rounding of one row (stage_units): whether the row's Q is exact in
+// the q_cast format or overflows it, Q8_0's w_t, and sum_t |kd k_jt| of
+// the row's K/V head where Q is rounded (kept while the head is the same).
+struct QRounding {
+  bool exact = true, overflows = false;
+  std::vector<double> weight;     // [t]: w_t of the row, for a Q8_0 q_cast
   std::vector<double> k_abs_sum;  // [j]: sum_t |kd k_jt| of the K/V head, when q is rounded
   int64_t k_abs_of = -1;
-  const bool sinks = !p.sink.empty();
-  if (sinks) tol.sink_weight.assign(o.lse.size(), 0.0);
+};
 
-  std::vector<double> aD(static_cast<size_t>(p.tk));  // [j]: a_j (e^{D_j} - 1), see the top
+void round_q_of_row(const Problem& p, const StageUnits& s, const Row& r, QRounding& q) {
+  q.exact = true;
+  q.overflows = false;
+  if (s.q_blocks) {
+    q.overflows = q8_0_row_weights(p, r.b, r.h, r.i, s.qd, q.weight, q.exact);
+  } else if (s.q_format) {
+    for (int64_t d = 0; d < p.dk; ++d) {
+      const double x = p.q.at(r.b, r.h, r.i, d) * s.qd;
+      if (!(std::fabs(x) <= max_finite(*s.q_format))) q.overflows = true;
+      if (!representable(*s.q_format, x)) q.exact = false;
+    }
+  }
+  if (s.q_format && !s.q_blocks) {
+    if (!q.exact && q.k_abs_of != r.b * p.kv_heads + r.g) {
+      q.k_abs_sum.assign(static_cast<size_t>(p.tk), 0.0);
+      for (int64_t j = 0; j < p.tk; ++j)
+        for (int64_t d = 0; d < p.dk; ++d)
+          q.k_abs_sum[static_cast<size_t>(j)] += std::fabs(p.k.at(r.b, r.g, j, d) * s.kd);
+      q.k_abs_of = r.b * p.kv_heads + r.g;
+    }
+  }
+}
+
+// The logit errors of one row as weight changes: a_j (e^{D_j} - 1) per key
+// (in aD, see the top), the sink's, their sum, and whether a score may
+// overflow the s_cast format.
+struct LogitErrors {
+  double sum_aD = 0;
+  bool overflows = false;
+  double a_sink = 0, aD_sink = 0;
+};
+
+LogitErrors logit_errors(const Problem& p, const OracleResult& o, const StageUnits& s,
+                         const Row& r, const QRounding& q, std::vector<double>& aD) {
+  const int64_t b = r.b, h = r.h, i = r.i, g = r.g;
+  const double m = r.m;
+  LogitErrors le;
+  for (int64_t j = 0; j < p.tk; ++j) {
+    if (!p.allowed(b, h, i, j)) continue;
+    const size_t w = weight_index(p, b, h, i, j);
+    const double sc = o.scores[w];
+    // Logit error: the scaled dot product, plus the subtraction of the
+    // max and the bias addition, each one rounding of a value bounded
+    // by |s_j| + |m| (4 roundings covers subtract, add, and the
+    // re-association of either when an implementation folds them).
+    double d = s.gamma_dot * o.abs_dot[w] + 4 * s.u_sm * (std::fabs(sc) + std::fabs(m));
+    if (!q.exact && s.q_blocks) {
+      double sum = 0;
+      for (int64_t e = 0; e < p.dk; ++e)
+        sum += std::fabs(p.k.at(b, g, j, e) * s.kd) * q.weight[static_cast<size_t>(e)];
+      d += std::fabs(p.scale) * sum;
+    } else if (!q.exact) {
+      d += s.u_qc * o.abs_dot[w] +
+           std::fabs(p.scale) * s.eta_qc * q.k_abs_sum[static_cast<size_t>(j)];
+    }
+    const double capped = std::fabs(sc - p.bias_at(b, h, i, j));  // |c tanh(t / c)|, or |t|
+    if (p.softcap > 0) {
+      // tanh within e ulps (an ulp is at most 2u of the value: 2e u),
+      // the product by c one rounding, and the division t / c one
+      // rounding whose effect through c tanh'(x) is at most
+      // u |c tanh(x)| because x sech^2 x <= tanh x.
+      d += (2 * s.e + 2) * s.u_cap * capped;
+    }
+    if (s.u_s > 0) {
+      d += s_cast_logit_error(p.softcap, capped, std::fabs(sc), s.u_s, s.eta_s, s.s_carried);
+      if (scores_may_overflow(p, b, h, i, j, s.s_format, s.gamma_dot)) le.overflows = true;
+    }
+    if (s.descaled) d += s.descale_logit * s.u_sc * capped;  // the descales' products
+    const double ad = weight_change(o.weights[w], sc - o.lse[r.row], d);
+    aD[static_cast<size_t>(j)] = ad;
+    le.sum_aD += ad;
+  }
+  // The sink: its weight and the logit error of its subtraction of
+  // the max (its logit itself is exact).
+  if (!p.sink.empty()) {
+    const double z = p.sink[static_cast<size_t>(h)];
+    le.a_sink = std::exp(z - o.lse[r.row]);
+    le.aD_sink =
+        weight_change(le.a_sink, z - o.lse[r.row], 4 * s.u_sm * (std::fabs(z) + std::fabs(m)));
+    le.sum_aD += le.aD_sink;
+  }
+  return le;
+}
+
+// The per-row buffers of the output's sums, and V of the current K/V head
+// in logical values, contiguous [j][d] (kept while the head is the same).
+struct OutputSums {
   std::vector<int64_t> keys;
   std::vector<double> a_row, aD_row;
-  std::vector<double> vs;  // V of the K/V head, contiguous: [j][d]
   std::vector<double> A_row, spread_row, sum_abs_v_row;
+  std::vector<double> vs;
   int64_t vs_of = -1;
+};
+
+// The output's bound of one row: the logit errors' spread, the sums of
+// P.V and l, the division, the cast, the serving terms and underflow.
+void output_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t,
+                       const StageUnits& s, const Row& r, const LengthTerms& terms, double N,
+                       const LogitErrors& le, const std::vector<double>& aD, OutputSums& x,
+                       Tolerances& tol) {
+  const int64_t b = r.b, h = r.h, i = r.i;
+  const double n = r.n;
+  const double gamma_n = terms.gamma_n;
+  const double eps = terms.eps;
+  // The P.V accumulator's rescales below its normal range (SPEC 4.1):
+  // one eta_pv each, when it is not the softmax's format (there the n
+  // products' eta already is version 1's term).
+  const double pv_rescales = t.pv_format() != t.softmax_format() ? rescales(n, t) : 0.0;
+
+  // The row's allowed keys, their weights and a_j D_j, gathered once:
+  // at real sizes this loop is the tolerance's cost.
+  x.keys.clear();
+  x.a_row.clear();
+  x.aD_row.clear();
+  for (int64_t j = 0; j < p.tk; ++j) {
+    if (!p.allowed(b, h, i, j)) continue;
+    const double a = o.weights[weight_index(p, b, h, i, j)];
+    x.keys.push_back(j);
+    x.a_row.push_back(a);
+    x.aD_row.push_back(aD[static_cast<size_t>(j)]);
+  }
+  // Sums over the keys, every d at once (the inner loop over d is
+  // contiguous and free of loop-carried dependences: it vectorises,
+  // each sum still taken in key order).
+  const double* c_row = &o.out[out_index(p, b, h, i, 0)];
+  x.A_row.assign(static_cast<size_t>(p.dv), 0.0);
+  x.spread_row.assign(static_cast<size_t>(p.dv), 0.0);
+  x.sum_abs_v_row.assign(static_cast<size_t>(p.dv), 0.0);
+  for (size_t k = 0; k < x.keys.size(); ++k) {
+    const double* vj = &x.vs[static_cast<size_t>(x.keys[k] * p.dv)];
+    const double a = x.a_row[k], aDk = x.aD_row[k];
+    double* __restrict Ad = x.A_row.data();
+    double* __restrict Sd = x.spread_row.data();
+    double* __restrict Vd = x.sum_abs_v_row.data();
+    for (int64_t d = 0; d < p.dv; ++d) {
+      Ad[d] += a * std::fabs(vj[d]);
+      Sd[d] += aDk * std::fabs(vj[d] - c_row[d]);
+      Vd[d] += std::fabs(vj[d]);
+    }
+  }
+  for (int64_t d = 0; d < p.dv; ++d) {
+    const double c = c_row[d];
+    const double A = x.A_row[static_cast<size_t>(d)];
+    const double spread = x.spread_row[static_cast<size_t>(d)];
+    const double sum_abs_v = x.sum_abs_v_row[static_cast<size_t>(d)];
+    // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded)
+    // and 2 eta_a (see the top).
+    const double serving_terms =
+        le.aD_sink * std::fabs(c) + s.descale_out * s.u_div * std::fabs(c) + s.descale_out_eta;
+    // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
+    // the sum l and the division by it (or the weights' own rounding)
+    // and one more for either order; u_o |c|: the output rounding.
+    // Underflow: SPEC 4 writes eta_p sum |v_j| / l for unnormalised P;
+    // an implementation that normalises first rounds a_j = p_j / l
+    // itself, so the / l is dropped (l >= 1: only wider), and each of
+    // the n products can underflow on its own (n eta_a). Without the
+    // latter a correct f32 kernel exceeded the bound on outputs near
+    // 1e-42. With a v descale those n products may be of the stored
+    // v and scaled by vd afterwards (eta_products, see the top).
+    tol.out[out_index(p, b, h, i, d)] =
+        kSecondOrderFactor *
+        (spread + serving_terms + (eps + N) * (A + std::fabs(c)) +
+         (terms.gamma_pv + terms.pv_rescale) * A + (gamma_n + 2 * s.u_div + s.u_o) * std::fabs(c) +
+         s.eta_p * sum_abs_v + (n + pv_rescales) * s.eta_products + s.eta_o);
+  }
+}
+
+// The bounds of one row's weights, its sink's weight and its lse.
+void weight_and_lse_tolerances(const Problem& p, const OracleResult& o, const StageUnits& s,
+                               const Row& r, const LengthTerms& terms, double N,
+                               const LogitErrors& le, const std::vector<double>& aD,
+                               Tolerances& tol) {
+  const int64_t b = r.b, h = r.h, i = r.i;
+  const double gamma_n = terms.gamma_n;
+  const double eps = terms.eps;
+  const double sum_aD = le.sum_aD;
+  // Weights: the logit errors of the row, the exps, the sum and the
+  // division; underflow as for the output, the / l of SPEC 4's
+  // eta_p / l dropped for implementations that round a_j = p_j / l.
+  // plugin.h lets an implementation return P before or after its
+  // p_cast: u_p (in eps) and eta_p are charged to every weight, so
+  // both pass, and a weight before the cast uses less of its budget.
+  for (int64_t j = 0; j < p.tk; ++j) {
+    if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
+    const size_t w = weight_index(p, b, h, i, j);
+    const double a = o.weights[w];
+    tol.weights[w] =
+        kSecondOrderFactor *
+        (aD[static_cast<size_t>(j)] + a * (sum_aD + eps + N + gamma_n + 2 * s.u_sm + s.u_o) +
+         s.eta_p + s.eta_a);
+  }
+  // The sink's weight, as any weight (for the backward's dsink).
+  if (!p.sink.empty()) {
+    tol.sink_weight[r.row] =
+        kSecondOrderFactor *
+        (le.aD_sink + le.a_sink * (sum_aD + eps + N + gamma_n + 2 * s.u_sm + s.u_o) + s.eta_p +
+         s.eta_a);
+  }
+  // lse = m + log l: the logits' weighted error, the exps and the sum
+  // inside the log (relative errors of l become absolute ones of
+  // log l), and two roundings (log, addition) of |lse|.
+  const double lse = o.lse[r.row];
+  tol.lse[r.row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * s.u_sm * std::fabs(lse));
+}
+
+// The buffers every row reuses.
+struct RowScratch {
+  std::vector<double> aD;  // [j]: a_j (e^{D_j} - 1), see the top
+  QRounding q;
+  OutputSums sums;
+};
+
+// One non-empty row: its length terms, Q's rounding and logit errors, then
+// either ill-conditioning or the bounds of its outputs, weights and lse.
+void row_tolerances(const Problem& p, const OracleResult& o, const PrecisionTraits& t,
+                    const StageUnits& s, bool at_limit, const Row& r, RowScratch& x,
+                    Tolerances& tol) {
+  const LengthTerms terms = row_length_terms(r.n, !p.sink.empty(), t, at_limit);
+  // Q's rounding, this row (see above).
+  round_q_of_row(p, s, r, x.q);
+  LogitErrors le = logit_errors(p, o, s, r, x.q, x.aD);
+  // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
+  // error is common to all weights and not cancelled by a division.
+  // Four roundings of |m| + log l: the log, the addition, and the
+  // subtraction s_j - lse with its re-association.
+  const double N = 4 * s.u_sm * (std::fabs(r.m) + std::log(r.l));
+  // An infinity in S or Q is beyond any bound; at the limit (T^L) the
+  // logit errors are scaled down to sum a_j D_j = L, the others taken
+  // at L above.
+  const bool beyond = le.sum_aD > kFirstOrderLimit || beyond_first_order(terms);
+  if (le.overflows || x.q.overflows || (beyond && !at_limit)) {
+    tol.ill_conditioned[r.row] = 1;
+    ++tol.ill_conditioned_rows;
+    return;
+  }
+  if (at_limit && le.sum_aD > kFirstOrderLimit) {
+    const double shrink = kFirstOrderLimit / le.sum_aD;
+    for (int64_t j = 0; j < p.tk; ++j) x.aD[static_cast<size_t>(j)] *= shrink;
+    le.aD_sink *= shrink;
+    le.sum_aD = kFirstOrderLimit;
+  }
+  output_tolerances(p, o, t, s, r, terms, N, le, x.aD, x.sums, tol);
+  weight_and_lse_tolerances(p, o, s, r, terms, N, le, x.aD, tol);
+}
+
+// The tolerances of a dense problem (a varlen one's sequence).
+Tolerances tolerances_dense(const Problem& p, const OracleResult& o,
+                            const PrecisionTraits& t, bool at_limit) {
+  Tolerances tol;
+  tol.out.assign(o.out.size(), 0.0);
+  tol.weights.assign(o.weights.size(), 0.0);
+  tol.lse.assign(o.lse.size(), 0.0);
+  tol.ill_conditioned.assign(o.lse.size(), 0);
+  const StageUnits s = stage_units(p, t, at_limit);
+  if (!p.sink.empty()) tol.sink_weight.assign(o.lse.size(), 0.0);
+
+  RowScratch x;
+  x.aD.resize(static_cast<size_t>(p.tk));
+  std::vector<double>& vs = x.sums.vs;
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
-      if (vs_of != b * p.kv_heads + g) {
+      if (x.sums.vs_of != b * p.kv_heads + g) {
         vs.resize(static_cast<size_t>(p.tk * p.dv));
         for (int64_t j = 0; j < p.tk; ++j)
           for (int64_t d = 0; d < p.dv; ++d)
-            vs[static_cast<size_t>(j * p.dv + d)] = p.v.at(b, g, j, d) * vd;  // logical
-        vs_of = b * p.kv_heads + g;
+            vs[static_cast<size_t>(j * p.dv + d)] = p.v.at(b, g, j, d) * s.vd;  // logical
+        x.sums.vs_of = b * p.kv_heads + g;
       }
       for (int64_t i = 0; i < p.tq; ++i) {
         const size_t row = row_index(p, b, h, i);
         if (o.row_empty[row]) continue;  // exact zeros are compared exactly
-        const double m = o.row_max[row];
-        const double l = o.row_sum[row];
-        const double n = static_cast<double>(o.row_allowed[row]);
-        // l sums n exponentials, and the sink's; eps: each weight's
-        // exponentials (length_terms).
-        LengthTerms terms = length_terms(n, sinks, t);
-        // T^L (at_limit): each first-order quantity above the limit taken
-        // at the limit (SPEC 2, AsAccurateAsBaseline).
-        const auto clamp = [at_limit](double x) { return at_limit ? std::min(x, kFirstOrderLimit) : x; };
-        if (at_limit) {
-          terms.gamma_n = clamp(terms.gamma_n);
-          terms.eps = clamp(terms.eps);
-          const double pv = terms.gamma_pv + terms.pv_rescale;
-          if (pv > kFirstOrderLimit) {
-            // gamma is infinite from n u >= 1 (an f16 accumulator past
-            // about 2000 keys): all of it is then the limit, and scaling
-            // inf by L / inf would give NaN.
-            const bool unbounded = std::isinf(terms.gamma_pv);
-            terms.gamma_pv = unbounded ? kFirstOrderLimit : terms.gamma_pv * (kFirstOrderLimit / pv);
-            terms.pv_rescale = unbounded ? 0.0 : terms.pv_rescale * (kFirstOrderLimit / pv);
-          }
-        }
-        const double gamma_n = terms.gamma_n;
-        const double eps = terms.eps;
-        // Q's rounding, this row (see above).
-        bool q_exact = true, q_overflows = false;
-        if (q_blocks) {
-          q_overflows = q8_0_row_weights(p, b, h, i, qd, q_weight, q_exact);
-        } else if (q_format) {
-          for (int64_t d = 0; d < p.dk; ++d) {
-            const double x = p.q.at(b, h, i, d) * qd;
-            if (!(std::fabs(x) <= max_finite(*q_format))) q_overflows = true;
-            if (!representable(*q_format, x)) q_exact = false;
-          }
-        }
-        if (q_format && !q_blocks) {
-          if (!q_exact && k_abs_of != b * p.kv_heads + g) {
-            k_abs_sum.assign(static_cast<size_t>(p.tk), 0.0);
-            for (int64_t j = 0; j < p.tk; ++j)
-              for (int64_t d = 0; d < p.dk; ++d)
-                k_abs_sum[static_cast<size_t>(j)] += std::fabs(p.k.at(b, g, j, d) * kd);
-            k_abs_of = b * p.kv_heads + g;
-          }
-        }
-
-        double sum_aD = 0;
-        bool overflows = false;
-        for (int64_t j = 0; j < p.tk; ++j) {
-          if (!p.allowed(b, h, i, j)) continue;
-          const size_t w = weight_index(p, b, h, i, j);
-          const double s = o.scores[w];
-          // Logit error: the scaled dot product, plus the subtraction of the
-          // max and the bias addition, each one rounding of a value bounded
-          // by |s_j| + |m| (4 roundings covers subtract, add, and the
-          // re-association of either when an implementation folds them).
-          double d = gamma_dot * o.abs_dot[w] + 4 * u_sm * (std::fabs(s) + std::fabs(m));
-          if (!q_exact && q_blocks) {
-            double sum = 0;
-            for (int64_t e = 0; e < p.dk; ++e)
-              sum += std::fabs(p.k.at(b, g, j, e) * kd) * q_weight[static_cast<size_t>(e)];
-            d += std::fabs(p.scale) * sum;
-          } else if (!q_exact) {
-            d += u_qc * o.abs_dot[w] +
-                 std::fabs(p.scale) * eta_qc * k_abs_sum[static_cast<size_t>(j)];
-          }
-          const double capped = std::fabs(s - p.bias_at(b, h, i, j));  // |c tanh(t / c)|, or |t|
-          if (p.softcap > 0) {
-            // tanh within e ulps (an ulp is at most 2u of the value: 2e u),
-            // the product by c one rounding, and the division t / c one
-            // rounding whose effect through c tanh'(x) is at most
-            // u |c tanh(x)| because x sech^2 x <= tanh x.
-            d += (2 * e + 2) * u_cap * capped;
-          }
-          if (u_s > 0) {
-            d += s_cast_logit_error(p.softcap, capped, std::fabs(s), u_s, eta_s, s_carried);
-            if (scores_may_overflow(p, b, h, i, j, s_format, gamma_dot)) overflows = true;
-          }
-          if (descaled) d += descale_logit * u_sc * capped;  // the descales' products
-          const double ad = weight_change(o.weights[w], s - o.lse[row], d);
-          aD[static_cast<size_t>(j)] = ad;
-          sum_aD += ad;
-        }
-        // The sink: its weight and the logit error of its subtraction of
-        // the max (its logit itself is exact).
-        double a_sink = 0, aD_sink = 0;
-        if (sinks) {
-          const double z = p.sink[static_cast<size_t>(h)];
-          a_sink = std::exp(z - o.lse[row]);
-          aD_sink = weight_change(a_sink, z - o.lse[row], 4 * u_sm * (std::fabs(z) + std::fabs(m)));
-          sum_aD += aD_sink;
-        }
-        // A normalisation through lse (p_j = exp(s_j - lse)) rounds lse; its
-        // error is common to all weights and not cancelled by a division.
-        // Four roundings of |m| + log l: the log, the addition, and the
-        // subtraction s_j - lse with its re-association.
-        const double N = 4 * u_sm * (std::fabs(m) + std::log(l));
-        // An infinity in S or Q is beyond any bound; at the limit (T^L) the
-        // logit errors are scaled down to sum a_j D_j = L, the others taken
-        // at L above.
-        const bool beyond = sum_aD > kFirstOrderLimit || beyond_first_order(terms);
-        if (overflows || q_overflows || (beyond && !at_limit)) {
-          tol.ill_conditioned[row] = 1;
-          ++tol.ill_conditioned_rows;
-          continue;
-        }
-        if (at_limit && sum_aD > kFirstOrderLimit) {
-          const double shrink = kFirstOrderLimit / sum_aD;
-          for (int64_t j = 0; j < p.tk; ++j) aD[static_cast<size_t>(j)] *= shrink;
-          aD_sink *= shrink;
-          sum_aD = kFirstOrderLimit;
-        }
-        // The P.V accumulator's rescales below its normal range (SPEC 4.1):
-        // one eta_pv each, when it is not the softmax's format (there the n
-        // products' eta already is version 1's term).
-        const double pv_rescales = t.pv_format() != t.softmax_format() ? rescales(n, t) : 0.0;
-
-        // The row's allowed keys, their weights and a_j D_j, gathered once:
-        // at real sizes this loop is the tolerance's cost.
-        keys.clear();
-        a_row.clear();
-        aD_row.clear();
-        for (int64_t j = 0; j < p.tk; ++j) {
-          if (!p.allowed(b, h, i, j)) continue;
-          const double a = o.weights[weight_index(p, b, h, i, j)];
-          keys.push_back(j);
-          a_row.push_back(a);
-          aD_row.push_back(aD[static_cast<size_t>(j)]);
-        }
-        // Sums over the keys, every d at once (the inner loop over d is
-        // contiguous and free of loop-carried dependences: it vectorises,
-        // each sum still taken in key order).
-        const double* c_row = &o.out[out_index(p, b, h, i, 0)];
-        A_row.assign(static_cast<size_t>(p.dv), 0.0);
-        spread_row.assign(static_cast<size_t>(p.dv), 0.0);
-        sum_abs_v_row.assign(static_cast<size_t>(p.dv), 0.0);
-        for (size_t x = 0; x < keys.size(); ++x) {
-          const double* vj = &vs[static_cast<size_t>(keys[x] * p.dv)];
-          const double a = a_row[x], aD = aD_row[x];
-          double* __restrict Ad = A_row.data();
-          double* __restrict Sd = spread_row.data();
-          double* __restrict Vd = sum_abs_v_row.data();
-          for (int64_t d = 0; d < p.dv; ++d) {
-            Ad[d] += a * std::fabs(vj[d]);
-            Sd[d] += aD * std::fabs(vj[d] - c_row[d]);
-            Vd[d] += std::fabs(vj[d]);
-          }
-        }
-        for (int64_t d = 0; d < p.dv; ++d) {
-          const double c = c_row[d];
-          const double A = A_row[static_cast<size_t>(d)];
-          const double spread = spread_row[static_cast<size_t>(d)];
-          const double sum_abs_v = sum_abs_v_row[static_cast<size_t>(d)];
-          // The sink's spread term a D |0 - c|, and the descale's 2 u_a |c| (3 with vd rounded)
-          // and 2 eta_a (see the top).
-          const double serving_terms =
-              aD_sink * std::fabs(c) + descale_out * u_div * std::fabs(c) + descale_out_eta;
-          // gamma_n A: the n products and sums of P.V; (gamma_n + 2 u_a) |c|:
-          // the sum l and the division by it (or the weights' own rounding)
-          // and one more for either order; u_o |c|: the output rounding.
-          // Underflow: SPEC 4 writes eta_p sum |v_j| / l for unnormalised P;
-          // an implementation that normalises first rounds a_j = p_j / l
-          // itself, so the / l is dropped (l >= 1: only wider), and each of
-          // the n products can underflow on its own (n eta_a). Without the
-          // latter a correct f32 kernel exceeded the bound on outputs near
-          // 1e-42. With a v descale those n products may be of the stored
-          // v and scaled by vd afterwards (eta_products, see the top).
-          tol.out[out_index(p, b, h, i, d)] =
-              kSecondOrderFactor *
-              (spread + serving_terms + (eps + N) * (A + std::fabs(c)) +
-               (terms.gamma_pv + terms.pv_rescale) * A + (gamma_n + 2 * u_div + u_o) * std::fabs(c) +
-               eta_p * sum_abs_v + (n + pv_rescales) * eta_products + eta_o);
-        }
-        // Weights: the logit errors of the row, the exps, the sum and the
-        // division; underflow as for the output, the / l of SPEC 4's
-        // eta_p / l dropped for implementations that round a_j = p_j / l.
-        // plugin.h lets an implementation return P before or after its
-        // p_cast: u_p (in eps) and eta_p are charged to every weight, so
-        // both pass, and a weight before the cast uses less of its budget.
-        for (int64_t j = 0; j < p.tk; ++j) {
-          if (!p.allowed(b, h, i, j)) continue;  // masked: exactly 0
-          const size_t w = weight_index(p, b, h, i, j);
-          const double a = o.weights[w];
-          tol.weights[w] =
-              kSecondOrderFactor *
-              (aD[static_cast<size_t>(j)] + a * (sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) +
-               eta_p + eta_a);
-        }
-        // The sink's weight, as any weight (for the backward's dsink).
-        if (sinks) {
-          tol.sink_weight[row] =
-              kSecondOrderFactor *
-              (aD_sink + a_sink * (sum_aD + eps + N + gamma_n + 2 * u_sm + u_o) + eta_p + eta_a);
-        }
-        // lse = m + log l: the logits' weighted error, the exps and the sum
-        // inside the log (relative errors of l become absolute ones of
-        // log l), and two roundings (log, addition) of |lse|.
-        const double lse = o.lse[row];
-        tol.lse[row] = kSecondOrderFactor * (sum_aD + eps + gamma_n + 2 * u_sm * std::fabs(lse));
+        const Row r{b, h, i, g, row, o.row_max[row], o.row_sum[row],
+                    static_cast<double>(o.row_allowed[row])};
+        row_tolerances(p, o, t, s, at_limit, r, x, tol);
       }
     }
   }
@@ -601,25 +710,16 @@ Tolerances tolerances(const Problem& p, const OracleResult& o, const PrecisionTr
   tol.weights.assign(o.weights.size(), 0.0);
   tol.lse.assign(o.lse.size(), 0.0);
   tol.ill_conditioned.assign(o.lse.size(), 0);
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t tq = p.seq_tq(b), tk = p.seq_tk(b);
-    if (tq == 0) continue;
-    const Problem sp = sequence_problem(p, b);
-    const Tolerances ts = tolerances_dense(sp, o.sequences[static_cast<size_t>(b)], t, at_limit);
+  // Packed queries have no weights.
+  const auto judge = [&](const Problem& sp, const OracleResult& os, const SequencePlacement& at) {
+    const Tolerances ts = tolerances_dense(sp, os, t, at_limit);
     tol.ill_conditioned_rows += ts.ill_conditioned_rows;
-    for (int64_t h = 0; h < p.heads; ++h) {
-      for (int64_t i = 0; i < tq; ++i) {
-        const size_t rp = row_index(p, b, h, i), rs = row_index(sp, 0, h, i);
-        tol.lse[rp] = ts.lse[rs];
-        tol.ill_conditioned[rp] = ts.ill_conditioned[rs];
-        for (int64_t c = 0; c < p.dv; ++c)
-          tol.out[out_index(p, b, h, i, c)] = ts.out[out_index(sp, 0, h, i, c)];
-        if (tol.weights.empty()) continue;  // packed queries: no weights
-        for (int64_t j = 0; j < tk; ++j)
-          tol.weights[weight_index(p, b, h, i, j)] = ts.weights[weight_index(sp, 0, h, i, j)];
-      }
-    }
-  }
+    at.rows(tol.lse, ts.lse);
+    at.rows(tol.ill_conditioned, ts.ill_conditioned);
+    at.query_rows(tol.out, ts.out, p.dv);
+    if (!tol.weights.empty()) at.scores(tol.weights, ts.weights);
+  };
+  for_each_sequence(p, o, judge);
   return tol;
 }
 

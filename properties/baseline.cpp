@@ -1,7 +1,7 @@
 // AsAccurateAsBaseline (SPEC 2): on the rows the declared precision cannot
 // judge (beyond SPEC 4's first-order analysis, where MatchesOracle discards
 // the case), the implementation's error may be at most F times that of the
-// plain algorithm in the same formats (judge/baseline.h), plus T^L, the
+// plain algorithm in the same formats (judge/plain_baseline.h), plus T^L, the
 // accuracy of a kernel that accumulates in those formats in runs short
 // enough to judge and joins the runs in f32.
 
@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "judge/baseline.h"
+#include "judge/plain_baseline.h"
 #include "judge/tolerance.h"
 #include "properties/case_context.h"
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -149,6 +150,146 @@ constexpr uint64_t kDigestBeforeStages = 15117487416354220000ull;
 TEST(ToleranceByStage, DeclarationsWithoutStagesKeepTheirTolerancesBitForBit) {
   EXPECT_EQ(tolerance_digest(), kDigestBeforeStages)
       << "the tolerances of declarations without stages changed";
+}
+
+// ---- Varlen problems and every declaration (stages, paths, Q8_0 Q),
+// forward at T and T^L and gradients: the digest the split of
+// tolerances_dense and grad_tolerances_dense into steps, and their shared
+// per-sequence stitching, were checked against (issue 46), recorded with
+// the code before them.
+
+// Packed (queries and keys, or keys alone) and paged problems: sequences
+// with no query, no key, one long enough for rescales; sinks, descales,
+// softcap, causal alignment by kind. Paged K/V has no backward (no dout).
+Problem varlen_digest_problem(uint32_t k) {
+  std::mt19937 rng(2000 + k);
+  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16};
+  const DType dtype = dtypes[k % 3];
+  const uint32_t kind = k % 3;  // 0 packed q and k, 1 packed k, 2 paged k (q packed on odd k)
+  const bool packed_q = kind == 0 || (kind == 2 && k % 2 == 1);
+  const int64_t long_keys = k % 4 == 0 ? 70 : 9;
+  const std::vector<int64_t> q_lens =
+      packed_q ? std::vector<int64_t>{2, 0, 4, 1} : std::vector<int64_t>{3, 3, 3, 3};
+  const std::vector<int64_t> k_lens = {3, 2, long_keys, kind == 1 ? 1 : 0};
+  const int64_t batch = 4, heads = 4, kv_heads = k % 2 ? 2 : 4, dk = k % 4 == 3 ? 40 : 8, dv = 6;
+  const int64_t tq = *std::max_element(q_lens.begin(), q_lens.end());
+  const int64_t tk = *std::max_element(k_lens.begin(), k_lens.end());
+  Problem p = Problem::zeros(dtype, batch, heads, kv_heads, tq, tk, dk, dv);
+  std::vector<int64_t> cq{0}, ck{0};
+  for (int64_t b = 0; b < batch; ++b) {
+    cq.push_back(cq.back() + q_lens[static_cast<size_t>(b)]);
+    ck.push_back(ck.back() + k_lens[static_cast<size_t>(b)]);
+  }
+  PackedSeqs packed;
+  if (packed_q) {
+    packed.cu_seqlens_q = cq;
+    p.q.data.assign(static_cast<size_t>(cq.back() * heads * dk), 0.0);
+    p.q.strides = {0, dk, heads * dk, 1};
+  }
+  if (kind == 2) {
+    const int64_t page = 4;
+    std::vector<int64_t> pages;
+    for (int64_t b = 0; b < batch; ++b)
+      pages.push_back((k_lens[static_cast<size_t>(b)] + page - 1) / page);
+    const int64_t stride = *std::max_element(pages.begin(), pages.end());
+    int64_t total = 0;
+    for (int64_t n : pages) total += n;
+    std::vector<int64_t> order(static_cast<size_t>(total));
+    for (int64_t x = 0; x < total; ++x) order[static_cast<size_t>(x)] = (x * 7 + 3) % total;
+    PagedKv pg;
+    pg.seqlens_k = k_lens;
+    pg.block_table.assign(static_cast<size_t>(batch * stride), 0);
+    int64_t next = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t s = 0; s < pages[static_cast<size_t>(b)]; ++s)
+        pg.block_table[static_cast<size_t>(b * stride + s)] = order[static_cast<size_t>(next++)];
+    pg.block_table_stride = stride;
+    pg.page_size = page;
+    pg.num_pages = total;
+    p.paged = pg;
+    p.k = make_tensor(total, kv_heads, page, dk);
+    p.v = make_tensor(total, kv_heads, page, dv);
+  } else {
+    packed.cu_seqlens_k = ck;
+    p.k.data.assign(static_cast<size_t>(ck.back() * kv_heads * dk), 0.0);
+    p.k.strides = {0, dk, kv_heads * dk, 1};
+    p.v.data.assign(static_cast<size_t>(ck.back() * kv_heads * dv), 0.0);
+    p.v.strides = {0, dv, kv_heads * dv, 1};
+  }
+  if (!packed.cu_seqlens_q.empty() || !packed.cu_seqlens_k.empty()) p.packed = packed;
+  const double scale = k % 5 == 0 ? 4.0 : 1.0;
+  for (double& x : p.q.data) x = round_to(dtype, value(rng, scale));
+  for (double& x : p.k.data) x = round_to(dtype, value(rng, scale));
+  for (double& x : p.v.data) x = round_to(dtype, value(rng, 2.0));
+  p.scale = k % 2 ? 0.5 : 1.0;
+  if (k % 2 == 1) {
+    p.causal = true;
+    p.align = Align::bottom_right;
+  }
+  if (k % 4 == 2) p.softcap = 5.0;
+  if (k % 3 != 1) p.sink = {0.5, -1, 2, 0};
+  if (k % 4 == 1) p.descale = Descales{0.5, 0.7, 1.5};
+  if (kind != 2) {
+    p.dout.resize(static_cast<size_t>(p.total_q() * heads * dv));
+    for (double& x : p.dout) x = round_to(dtype, value(rng, 1.0));
+  }
+  p.validate();
+  return p;
+}
+
+constexpr uint32_t kVarlenDigestProblems = 12;
+
+// Every built-in's declaration and each of its paths', and digest_traits'.
+std::vector<PrecisionTraits> every_declaration() {
+  std::vector<PrecisionTraits> v = digest_traits();
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& info = impl->info();
+    v.push_back(info.precision);
+    for (const ImplPath& path : info.paths) v.push_back(path.precision);
+  }
+  return v;
+}
+
+uint64_t serving_digest() {
+  Digest d;
+  const std::vector<PrecisionTraits> traits = every_declaration();
+  const auto add = [&d](const Tolerances& f) {
+    d.add(f.out);
+    d.add(f.weights);
+    d.add(f.lse);
+    d.add(f.sink_weight);
+    d.add(f.ill_conditioned);
+    d.add(&f.ill_conditioned_rows, sizeof f.ill_conditioned_rows);
+  };
+  std::vector<Problem> problems;
+  for (uint32_t k = 0; k < kVarlenDigestProblems; ++k) problems.push_back(varlen_digest_problem(k));
+  // Dense problems too (the varlen ones' dk 40 gives Q8_0 a partial block).
+  for (uint32_t k = 0; k < kDigestProblems; k += 5) problems.push_back(digest_problem(k));
+  for (const Problem& p : problems) {
+    const OracleResult o = oracle(p);
+    for (const PrecisionTraits& t : traits) {
+      add(tolerances(p, o, t));
+      add(tolerances(p, o, t, true));
+      // Block Q formats declare no backward (one_format has no unit for them).
+      const std::optional<DType> q = t.q_cast_format(combo_of(p).kv);
+      if (p.dout.empty() || (q && is_block_format(*q))) continue;
+      const GradTolerances g = grad_tolerances(p, o, t);
+      d.add(g.dq);
+      d.add(g.dk);
+      d.add(g.dv);
+      d.add(g.dsink);
+      d.add(g.ill_conditioned);
+      d.add(&g.ill_conditioned_rows, sizeof g.ill_conditioned_rows);
+    }
+  }
+  return d.h;
+}
+
+constexpr uint64_t kServingDigest = 2750015005648728133ull;
+
+TEST(ToleranceByStage, VarlenProblemsAndEveryDeclarationKeepTheirTolerancesBitForBit) {
+  EXPECT_EQ(serving_digest(), kServingDigest)
+      << "the tolerances of varlen problems or of some built-in's declaration changed";
 }
 
 TEST(ToleranceByStage, StagesDeclaredAtAccumsFormatChangeNothing) {

@@ -1,4 +1,4 @@
-// The baseline of SPEC 2's AsAccurateAsBaseline (judge/baseline.h): the
+// The baseline of SPEC 2's AsAccurateAsBaseline (judge/plain_baseline.h): the
 // plain algorithm in the declared formats, one pass in key order.
 //
 // Every operation is rounded to the working format W as soon as it is
@@ -10,7 +10,7 @@
 // tanh are taken in double and rounded once: a correctly rounded (or
 // nearly) function, the best a W kernel can do, as a baseline should.
 
-#include "judge/baseline.h"
+#include "judge/plain_baseline.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The baseline of AsAccurateAsBaseline (judge/baseline.h) on small
+// The baseline of AsAccurateAsBaseline (judge/plain_baseline.h) on small
 // problems whose results are worked out here by hand, step by step in the
 // format each stage declares: Q's, S's and P's roundings, f32 for the
 // rest (f64 when every stage is f64), descales, sinks, softcap, masks and
@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "judge/baseline.h"
+#include "judge/plain_baseline.h"
 
 namespace attncheck {
 namespace {
