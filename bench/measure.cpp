@@ -24,7 +24,6 @@
 #include "attncheck/layer.h"
 #include "host/plugin_loader.h"
 #include "attncheck/problem.h"
-#include "attncheck/registry.h"
 #include "host/threads.h"
 #include "gru.h"
 
@@ -154,14 +153,6 @@ double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-std::shared_ptr<const Implementation> find_subject(const PointSpec& s,
-                                                   const std::vector<std::shared_ptr<const Implementation>>& plugins) {
-  for (const auto& impl : plugins)
-    if (impl->info().name == s.subject) return impl;
-  if (auto impl = find_impl(s.subject)) return impl;
-  throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", s.subject));
-}
-
 // One call of the subject; returns the status and fills `counted` when the
 // implementation counts its score elements.
 using Call = std::function<std::string(std::string& message, std::optional<int64_t>& counted)>;
@@ -217,7 +208,7 @@ Subject make_subject(const PointSpec& s, const std::vector<std::shared_ptr<const
     out.keep = gru;
     return out;
   }
-  const auto impl = find_subject(s, plugins);
+  const auto impl = find_subject(s.subject, plugins);
   if (!s.layer) {
     auto p = std::make_shared<const Problem>(make_problem(s));
     out.flops = attention_flops;

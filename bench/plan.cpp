@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
-#include "attncheck/registry.h"
 #include "host/impl_sources.h"
 
 namespace attncheck::bench {
@@ -161,14 +160,15 @@ PointSpec point_spec(const Sweep& sw, const Series& s, int64_t seq, const BenchO
   return spec;
 }
 
+std::shared_ptr<const Implementation> find_subject(const std::string& subject,
+                                                   const Plugins& plugins) {
+  if (auto impl = find_implementation(plugins, subject)) return impl;
+  throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", subject));
+}
+
 std::string refusal(const PointSpec& s, const Plugins& plugins) {
   if (s.subject == kGruSubject) return "";
-  std::shared_ptr<const Implementation> impl;
-  for (const auto& p : plugins)
-    if (p->info().name == s.subject) impl = p;
-  if (!impl) impl = find_impl(s.subject);
-  if (!impl) throw InputError(fmt::format("--impl: unknown implementation '{}' (see attncheck list)", s.subject));
-  const ImplInfo& info = impl->info();
+  const ImplInfo& info = find_subject(s.subject, plugins)->info();
   if (!info.supports(s.dtype)) return fmt::format("does not declare {}", dtype_name(s.dtype));
   if ((s.window_left >= 0 || s.window_right >= 0) && !info.has(ATTNCHECK_FEATURE_WINDOW))
     return "does not declare windows";

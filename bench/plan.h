@@ -42,6 +42,12 @@ std::vector<Sweep> plan_sweeps(const BenchOptions& opt, const Plugins& plugins);
 /// (repeats, warm-up, threads, seed, plugins) of `opt`.
 PointSpec point_spec(const Sweep& sw, const Series& s, int64_t seq, const BenchOptions& opt);
 
+/// The implementation named `subject` among `plugins` and the registry's
+/// (find_implementation of host/impl_sources.h). Throws InputError
+/// "--impl: unknown implementation" when there is none.
+std::shared_ptr<const Implementation> find_subject(const std::string& subject,
+                                                   const Plugins& plugins);
+
 /// The reason `s` cannot run, checked in the parent so the harness's rule
 /// (only problems inside an implementation's declaration) holds; empty
 /// when it can. Throws InputError for an unknown implementation.

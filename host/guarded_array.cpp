@@ -25,50 +25,33 @@ namespace {
 // NaN in every element the plugin must write, and a signalling NaN of
 // another payload in the guards and gaps. Computed NaNs carry neither
 // payload, so a NaN the plugin writes is not mistaken for "unwritten".
-uint64_t sentinel_bits(DType d) {
+struct Patterns {
+  uint64_t sentinel = 0, guard = 0;
+};
+
+Patterns patterns(DType d) {
   switch (d) {
     case DType::f64:
-      return 0x7ff8dead0000beefull;
+      return {0x7ff8dead0000beefull, 0x7ff4beef0000deadull};
     case DType::f32:
-      return 0x7fc0beefu;
+      return {0x7fc0beefu, 0x7fa0deadu};
     case DType::bf16:
-      return 0x7fdau;
+      return {0x7fdau, 0x7fa5u};
     case DType::f16:
-      return 0x7e5au;
+      return {0x7e5au, 0x7d5au};
     // fp8 is never an output format; only NaN patterns would serve, and
-    // e4m3 has one.
+    // e4m3 has one (0x7f, and 0xff its negative).
     case DType::e4m3:
-      return 0x7fu;
+      return {0x7fu, 0xffu};
     case DType::e5m2:
-      return 0x7du;
+      return {0x7du, 0x7eu};
     // Block formats are never outputs, and their inputs travel as blocks
     // (host/abi_marshal.cpp), never through element buffers.
     case DType::q8_0:
     case DType::q4_0:
       break;
   }
-  return 0;
-}
-
-uint64_t guard_bits(DType d) {
-  switch (d) {
-    case DType::f64:
-      return 0x7ff4beef0000deadull;
-    case DType::f32:
-      return 0x7fa0deadu;
-    case DType::bf16:
-      return 0x7fa5u;
-    case DType::f16:
-      return 0x7d5au;
-    case DType::e4m3:
-      return 0xffu;
-    case DType::e5m2:
-      return 0x7eu;
-    case DType::q8_0:
-    case DType::q4_0:
-      break;
-  }
-  return 0;
+  return {};
 }
 
 uint64_t load_bits(DType d, const unsigned char* at) {
@@ -232,10 +215,10 @@ GuardedArray::GuardedArray(std::string name, DType d, Shape shape, Shape strides
   storage_.resize(static_cast<size_t>(total) * size_);
   logical_.assign(static_cast<size_t>(span_), 0);
   for (int64_t e = 0; e < total; ++e)
-    store_bits(dtype_, element(e - kPluginGuardElements), guard_bits(d));
+    store_bits(dtype_, element(e - kPluginGuardElements), patterns(d).guard);
   for_each_index([&](int64_t off, const Shape&) {
     logical_[static_cast<size_t>(off)] = 1;
-    store_bits(dtype_, element(off), sentinel_bits(d));
+    store_bits(dtype_, element(off), patterns(d).sentinel);
   });
 }
 
@@ -243,7 +226,7 @@ void GuardedArray::check_guards(const std::string& who) const {
   int64_t changed = 0, first = 0;
   for (int64_t e = -kPluginGuardElements; e < span_ + kPluginGuardElements; ++e) {
     if (e >= 0 && e < span_ && logical_[static_cast<size_t>(e)]) continue;
-    if (load_bits(dtype_, element(e)) != guard_bits(dtype_)) {
+    if (load_bits(dtype_, element(e)) != patterns(dtype_).guard) {
       if (changed++ == 0) first = e;
     }
   }
@@ -272,7 +255,7 @@ void GuardedArray::check_written(const std::string& who) const {
   int64_t unwritten = 0;
   Shape first{};
   for_each_index([&](int64_t off, const Shape& idx) {
-    if (load_bits(dtype_, element(off)) == sentinel_bits(dtype_)) {
+    if (load_bits(dtype_, element(off)) == patterns(dtype_).sentinel) {
       if (unwritten++ == 0) first = idx;
     }
   });

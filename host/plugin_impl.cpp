@@ -43,13 +43,10 @@ class PluginImpl : public Implementation {
   ForwardResult forward(const Problem& given) const override {
     check_declared(given);
     std::lock_guard lock(mutex_);
-    check_retired();
-    Problem packed;
-    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
-    const Problem& p = strided ? given : (packed = given.contiguous());
-    auto marshalled = std::make_unique<host_detail::MarshalledProblem<Version>>(p);
-    host_detail::MarshalledProblem<Version>& cp = *marshalled;
-    const host_detail::OutputLayout layout = host_detail::output_layout(p, strided);
+    Call call;
+    begin(given, call);
+    const Problem& p = *call.p;
+    const host_detail::OutputLayout layout = host_detail::output_layout(p, call.strided);
     GuardedArray out("out", p.dtype, layout.out_shape, layout.out_strides);
     std::optional<GuardedArray> weights, lse;
     // SPEC 1.1: packed queries return no weights.
@@ -60,6 +57,9 @@ class PluginImpl : public Implementation {
     if (info_.has(ATTNCHECK_FEATURE_LSE)) {
       lse.emplace("lse", DType::f64, layout.lse_shape, contiguous(layout.lse_shape));
     }
+    std::vector<GuardedArray*> written{&out};
+    if (weights) written.push_back(&*weights);
+    if (lse) written.push_back(&*lse);
     typename Abi<Version>::Outputs co;
     std::memset(&co, 0, sizeof co);
     co.out = out.data();
@@ -67,36 +67,15 @@ class PluginImpl : public Implementation {
     co.weights = weights ? static_cast<double*>(weights->data()) : nullptr;
     co.lse = lse ? static_cast<double*>(lse->data()) : nullptr;
 
-    const int code = desc_.forward(desc_.ctx, &cp.c, &co);
+    const int code = desc_.forward(desc_.ctx, &call.marshalled->c, &co);
 
-    check_retired();
-    cp.check_inputs(who_);
-    out.check_guards(who_);
-    if (weights) weights->check_guards(who_);
-    if (lse) lse->check_guards(who_);
-    switch (code) {
-      case ATTNCHECK_OK:
-        break;
-      case ATTNCHECK_ERROR:
-        return ForwardResult::failure(host_detail::plugin_error_message(co.error, sizeof co.error));
-      case ATTNCHECK_UNSUPPORTED:
-        return ForwardResult::unsupported();
-      default:
-        throw PluginContractError(host_detail::bad_return_code(who_, "forward", code));
-    }
-    out.check_written(who_);
-    if (weights) weights->check_written(who_);
-    if (lse) lse->check_written(who_);
     ForwardResult r;
+    if (!returned(call, "forward", code, co, written, r)) return r;
     r.out = out.values();
     if (weights) r.weights = weights->values();
     if (lse) r.lse = lse->values();
     r.path = last_path();
-    std::vector<GuardedArray> outputs;
-    outputs.push_back(std::move(out));
-    if (weights) outputs.push_back(std::move(*weights));
-    if (lse) outputs.push_back(std::move(*lse));
-    retire(std::move(marshalled), std::move(outputs));
+    keep(call, written);
     return r;
   }
 
@@ -106,12 +85,10 @@ class PluginImpl : public Implementation {
     }
     check_declared(given);
     std::lock_guard lock(mutex_);
-    check_retired();
-    Problem packed;
-    const bool strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
-    const Problem& p = strided ? given : (packed = given.contiguous());
-    auto marshalled = std::make_unique<host_detail::MarshalledProblem<Version>>(p);
-    host_detail::MarshalledProblem<Version>& cp = *marshalled;
+    Call call;
+    begin(given, call);
+    const Problem& p = *call.p;
+    host_detail::MarshalledProblem<Version>& cp = *call.marshalled;
     typename Abi<Version>::Grads grads;
     std::memset(&grads, 0, sizeof grads);
     grads.dout = cp.add_dout(host_detail::encode(p.dtype, p.dout), p.dtype);
@@ -133,7 +110,7 @@ class PluginImpl : public Implementation {
     grads.dq = dq.data();
     grads.dk = dk.data();
     grads.dv = dv.data();
-    std::vector<const GuardedArray*> written{&dq, &dk, &dv};
+    std::vector<GuardedArray*> written{&dq, &dk, &dv};
     std::optional<GuardedArray> dsink;
     if constexpr (Version >= 2) {
       if (!p.sink.empty()) {
@@ -149,36 +126,73 @@ class PluginImpl : public Implementation {
 
     const int code = desc_.backward(desc_.ctx, &cp.c, &grads, &co);
 
-    check_retired();
-    cp.check_inputs(who_);
-    for (const GuardedArray* g : written) g->check_guards(who_);
     BackwardResult r;
+    if (!returned(call, "backward", code, co, written, r)) return r;
+    r.dq = dq.values();
+    r.dk = dk.values();
+    r.dv = dv.values();
+    if (dsink) r.dsink = dsink->values();
+    keep(call, written);
+    return r;
+  }
+
+ private:
+  // One call of forward or backward, from begin to keep, with the mutex
+  // held: the problem as the plugin sees it (contiguous unless it declares
+  // strides) and its marshalled inputs.
+  struct Call {
+    Problem contiguous;  // given.contiguous(), when the plugin takes no strides
+    const Problem* p = nullptr;
+    bool strided = false;
+    std::unique_ptr<host_detail::MarshalledProblem<Version>> marshalled;
+  };
+
+  // Before the plugin's call: the earlier calls' buffers checked, and the
+  // problem made contiguous if need be and marshalled into `call`.
+  void begin(const Problem& given, Call& call) const {
+    check_retired();
+    call.strided = info_.has(ATTNCHECK_FEATURE_STRIDES);
+    call.p = call.strided ? &given : &(call.contiguous = given.contiguous());
+    call.marshalled = std::make_unique<host_detail::MarshalledProblem<Version>>(*call.p);
+  }
+
+  // After the plugin's call (`what`) returned `code`: the earlier calls'
+  // buffers, the inputs and the outputs' guards checked, then the code
+  // mapped. True for ATTNCHECK_OK, its outputs all written; false with r's
+  // status (and the plugin's message) for ATTNCHECK_ERROR and
+  // ATTNCHECK_UNSUPPORTED; any other code breaks the contract.
+  template <typename Result>
+  bool returned(const Call& call, const char* what, int code,
+                const typename Abi<Version>::Outputs& co, const std::vector<GuardedArray*>& written,
+                Result& r) const {
+    check_retired();
+    call.marshalled->check_inputs(who_);
+    for (const GuardedArray* g : written) g->check_guards(who_);
     switch (code) {
       case ATTNCHECK_OK:
         break;
       case ATTNCHECK_ERROR:
         r.status = Status::error;
         r.error = host_detail::plugin_error_message(co.error, sizeof co.error);
-        return r;
+        return false;
       case ATTNCHECK_UNSUPPORTED:
         r.status = Status::unsupported;
-        return r;
+        return false;
       default:
-        throw PluginContractError(host_detail::bad_return_code(who_, "backward", code));
+        throw PluginContractError(host_detail::bad_return_code(who_, what, code));
     }
     for (const GuardedArray* g : written) g->check_written(who_);
-    r.dq = dq.values();
-    r.dk = dk.values();
-    r.dv = dv.values();
-    if (dsink) r.dsink = dsink->values();
-    std::vector<GuardedArray> outputs;
-    for (GuardedArray* g : {&dq, &dk, &dv}) outputs.push_back(std::move(*g));
-    if (dsink) outputs.push_back(std::move(*dsink));
-    retire(std::move(marshalled), std::move(outputs));
-    return r;
+    return true;
   }
 
- private:
+  // After an ATTNCHECK_OK call whose values were read: its buffers kept
+  // (retire).
+  void keep(Call& call, const std::vector<GuardedArray*>& written) const {
+    std::vector<GuardedArray> outputs;
+    for (GuardedArray* g : written) outputs.push_back(std::move(*g));
+    retire(std::move(call.marshalled), std::move(outputs));
+  }
+
   // The buffers of the calls that returned ATTNCHECK_OK in the last
   // kRetiredMs (at least the latest one; at most kRetiredBytes in all
   // beyond it), kept, not freed, and checked before and after each call: a

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "impl_common.h"
+#include "slice_operands.h"
 #include "kernels_simd.h"
 
 namespace attncheck::impls {
@@ -21,15 +22,6 @@ KeyRange window_range(const Problem& p, int64_t i) {
 }
 
 namespace {
-
-// Rows of slice (b, h) of t, converted to T and contiguous.
-template <typename T>
-void convert(const Tensor& t, int64_t b, int64_t h, int64_t n, int64_t d, std::vector<T>& out) {
-  out.resize(static_cast<size_t>(n * d));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < d; ++c)
-      out[static_cast<size_t>(i * d + c)] = static_cast<T>(t.at(b, h, i, c));
-}
 
 // q . k in T: float through kernels_simd.h (any summation order), double
 // sequentially.
@@ -65,18 +57,14 @@ ForwardResult local_forward(const Problem& p, EmptyRowPolicy empty_rows, int64_t
   std::vector<T> s, a;
   std::vector<uint8_t> ok;
   std::vector<T> o(static_cast<size_t>(p.dv));
-  std::vector<T> q, k, v;
+  SliceOperands<T> x;
+  const std::vector<T>& q = x.q();
+  const std::vector<T>& k = x.k();
+  const std::vector<T>& v = x.v();
   int64_t count = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
-    int64_t loaded = -1;
     for (int64_t h = 0; h < p.heads; ++h) {
-      const int64_t g = p.kv_head(h);
-      convert(p.q, b, h, p.tq, p.dk, q);
-      if (g != loaded) {
-        convert(p.k, b, g, p.tk, p.dk, k);
-        convert(p.v, b, g, p.tk, p.dv, v);
-        loaded = g;
-      }
+      x.load(p, b, h);
       for (int64_t i = 0; i < p.tq; ++i) {
         const KeyRange range = window_range(p, i);
         if (range.first > range.last) continue;  // empty (zero policy only)

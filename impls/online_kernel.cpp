@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl_common.h"
+#include "slice_operands.h"
 #include "kernels_simd.h"
 
 namespace attncheck::impls {
@@ -124,20 +125,15 @@ class Tiles {
   // Converts Q of (b, h) and, when h reads another K/V head than the last
   // call, that head's K and V.
   void load(int64_t b, int64_t h) {
-    convert(p_.q, b, h, p_.tq, p_.dk, q_);
-    const int64_t g = p_.kv_head(h);
-    if (b == b_ && g == g_) return;
-    b_ = b;
-    g_ = g;
-    convert(p_.k, b, g, p_.tk, p_.dk, k_);
-    convert(p_.v, b, g, p_.tk, p_.dv, v_);
+    if (!x_.load(p_, b, h)) return;
     if constexpr (std::is_same_v<T, float>) {
-      simd::pack_transposed(k_.data(), p_.tk, p_.dk, p_.dk, kt_);
-      simd::pack(v_.data(), p_.tk, p_.dv, p_.dv, vp_);
+      const std::vector<float>& v = x_.v();
+      simd::pack_transposed(x_.k().data(), p_.tk, p_.dk, p_.dk, kt_);
+      simd::pack(v.data(), p_.tk, p_.dv, p_.dv, vp_);
       // 0 * inf is NaN: the GEMM would let a non-finite value at a key
       // that is masked for a row into that row, so such heads take the
       // key-by-key path, which skips masked keys.
-      v_finite_ = std::all_of(v_.begin(), v_.end(), [](float x) { return std::isfinite(x); });
+      v_finite_ = std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
     }
   }
 
@@ -160,15 +156,15 @@ class Tiles {
       // Up to the panel holding key j1 - 1 (zero columns past tk).
       const int64_t js = tile_start(j0);
       const int64_t n = (j1 + simd::kPanel - 1) / simd::kPanel * simd::kPanel - js;
-      simd::gemm(mq, n, dk, q_.data() + i0 * dk, dk, kt_, 0, js, s, lds, false);
+      simd::gemm(mq, n, dk, x_.q().data() + i0 * dk, dk, kt_, 0, js, s, lds, false);
       for (int64_t r = 0; r < mq; ++r)
         for (int64_t c = 0; c < n; ++c) s[r * lds + c] *= scale;
     } else {
       for (int64_t r = 0; r < mq; ++r) {
-        const T* q = q_.data() + (i0 + r) * dk;
+        const T* q = x_.q().data() + (i0 + r) * dk;
         for (int64_t j = j0; j < j1; ++j) {
           if (!ok[r * kb + j - j0]) continue;
-          const T* k = k_.data() + j * dk;
+          const T* k = x_.k().data() + j * dk;
           T dot = 0;
           for (int64_t d = 0; d < dk; ++d) dot += q[d] * k[d];
           s[r * lds + j - j0] = scale * dot;
@@ -194,24 +190,15 @@ class Tiles {
       for (int64_t j = j0; j < j1; ++j) {
         if (!ok[r * kb + j - j0]) continue;
         const T w = pv[r * lds + j - j0];
-        const T* v = v_.data() + j * dv;
+        const T* v = x_.v().data() + j * dv;
         for (int64_t d = 0; d < dv; ++d) a[d] += w * v[d];
       }
     }
   }
 
  private:
-  static void convert(const Tensor& t, int64_t b, int64_t h, int64_t n, int64_t d,
-                      std::vector<T>& out) {
-    out.resize(static_cast<size_t>(n * d));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < d; ++c)
-        out[static_cast<size_t>(i * d + c)] = static_cast<T>(t.at(b, h, i, c));
-  }
-
   const Problem& p_;
-  std::vector<T> q_, k_, v_;
-  int64_t b_ = -1, g_ = -1;
+  SliceOperands<T> x_;
   simd::Packed kt_, vp_;
   bool v_finite_ = true;
 };

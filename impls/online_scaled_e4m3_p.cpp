@@ -15,7 +15,7 @@
 // of unscaled E4M3, which the scaled cast's 2^-18 stays far below),
 // key_block 16, exp_ulps 1 (glibc's expf, tanhf), no flush. It is
 // paged_online_kernel.h's kernel (its split-K/V path included) with the
-// scaled cast (PagedBugs::p_scale: a power of two is no bug).
+// scaled cast (PagedOptions::p_scale: a power of two is no bug).
 //
 // K/V in E4M3 only (the formats an fp8 kernel reads; q and the output bf16
 // or f32), so dtypes is 0: an fp8-only built-in, which the harness hands
@@ -43,7 +43,7 @@ ImplInfo info() {
 }
 
 ATTNCHECK_REGISTER_IMPL(std::make_shared<FunctionImpl>(info(), [](const Problem& p) {
-  PagedBugs scaled_cast;  // no bug: P * 256 in E4M3, declared
+  PagedOptions scaled_cast;  // no bug: P * 256 in E4M3, declared
   scaled_cast.p_cast = DType::e4m3;
   scaled_cast.p_scale = 256.0f;
   return paged_online_forward(p, scaled_cast);

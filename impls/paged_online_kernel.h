@@ -47,9 +47,11 @@ inline std::vector<DTypeCombo> paged_online_combos() {
           {DType::f32, DType::e4m3, DType::f32}};
 }
 
-/// Bugs real serving kernels shipped, for the broken twins
-/// (impls/broken/); all off in paged_online_f32.
-struct PagedBugs {
+/// How the kernel computes, beyond the problem: all defaults in
+/// paged_online_f32. p_cast with a power-of-two p_scale is the correct
+/// online_scaled_e4m3_p; every other setting is a bug real serving kernels
+/// shipped, for the broken twins (impls/broken/).
+struct PagedOptions {
   /// The accumulator starts at exp(sink - m) in every lane, as the sum
   /// does: the sink added to the numerator too (a value of all ones).
   bool sink_in_numerator = false;
@@ -125,6 +127,6 @@ struct PagedBugs {
 /// acc_c exp(m_c - M). A row without keys gives o = 0 and lse = sink_h with a sink,
 /// the error "query (b=.., h=.., i=..) has no allowed key" without one.
 /// Outputs are laid out by out_index / row_index (packed like q).
-ForwardResult paged_online_forward(const Problem& p, const PagedBugs& bugs = {});
+ForwardResult paged_online_forward(const Problem& p, const PagedOptions& o = {});
 
 }  // namespace attncheck::impls

@@ -22,12 +22,12 @@ struct ReadBlock {
 
 // Block c of a row of nb blocks stored at `row`, read from ggml's layout
 // (the f16 scale little-endian, then q8_0's int8 or q4_0's nibbles), with
-// the bugs that concern K/V bytes.
+// the slips of `o` that concern K/V bytes.
 ReadBlock read_block(DType kv, const unsigned char* row, int64_t c, int64_t nb,
-                     const QuantKvBugs& bugs) {
+                     const QuantKvOptions& o) {
   const size_t bytes = block_bytes(kv);
   const unsigned char* in = row + static_cast<size_t>(c) * bytes;
-  const int64_t scale_block = bugs.kv_scale_from_next_block && c + 1 < nb ? c + 1 : c;
+  const int64_t scale_block = o.kv_scale_from_next_block && c + 1 < nb ? c + 1 : c;
   const unsigned char* s = row + static_cast<size_t>(scale_block) * bytes;
   ReadBlock r;
   r.d = static_cast<float>(f16_value(static_cast<uint16_t>(s[0] | (s[1] << 8))));
@@ -35,19 +35,19 @@ ReadBlock read_block(DType kv, const unsigned char* row, int64_t c, int64_t nb,
     for (int t = 0; t < kBlockValues; ++t) r.n[t] = static_cast<int8_t>(in[2 + t]);
     return r;
   }
-  const int offset = bugs.q4_offset_forgotten ? 0 : 8;
+  const int offset = o.q4_offset_forgotten ? 0 : 8;
   for (int t = 0; t < kBlockValues / 2; ++t) {
     const int low = in[2 + t] & 0x0f, high = in[2 + t] >> 4;
-    r.n[t] = (bugs.nibbles_swapped ? high : low) - offset;
-    r.n[t + kBlockValues / 2] = (bugs.nibbles_swapped ? low : high) - offset;
+    r.n[t] = (o.nibbles_swapped ? high : low) - offset;
+    r.n[t + kBlockValues / 2] = (o.nibbles_swapped ? low : high) - offset;
   }
   return r;
 }
 
 // The blocks of a row the kernel reads: all, or all but the last of a row
 // of several (the bug).
-int64_t blocks_read(int64_t nb, const QuantKvBugs& bugs) {
-  return bugs.last_block_dropped && nb > 1 ? nb - 1 : nb;
+int64_t blocks_read(int64_t nb, const QuantKvOptions& o) {
+  return o.last_block_dropped && nb > 1 ? nb - 1 : nb;
 }
 
 // K or V of p in ggml's layout: row (b, g, j) at ((b kv_heads + g) tk + j)
@@ -132,15 +132,15 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
           if (!ok[jj]) continue;
           const unsigned char* krow = k_bytes.data() + row_of(j) * k_row;
           float dot = 0;
-          for (int64_t c = 0; c < blocks_read(nbk, o.bugs); ++c) {
-            const ReadBlock kb = read_block(kv, krow, c, nbk, o.bugs);
+          for (int64_t c = 0; c < blocks_read(nbk, o); ++c) {
+            const ReadBlock kb = read_block(kv, krow, c, nbk, o);
             if (o.quantize_q) {
               // vec_dot_q8_0_q8_0: the integer sum times d_q * d_k in float.
               const ReadBlock& y = qb[static_cast<size_t>(c)];
               int sum = 0;
               for (int t = 0; t < kBlockValues; ++t)
                 sum += kb.n[static_cast<size_t>(t)] * y.n[static_cast<size_t>(t)];
-              const float dq = o.bugs.q_scale_from_k_block ? kb.d : y.d;
+              const float dq = o.q_scale_from_k_block ? kb.d : y.d;
               dot += static_cast<float>(sum) * (kb.d * dq);
             } else {
               for (int t = 0; t < kBlockValues; ++t)
@@ -167,8 +167,8 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
           a[jj] /= l;
           r.weights[weight_index(p, b, h, i, j)] = a[jj];
           const unsigned char* vrow = v_bytes.data() + row_of(j) * v_row;
-          for (int64_t c = 0; c < blocks_read(nbv, o.bugs); ++c) {
-            const ReadBlock vb = read_block(kv, vrow, c, nbv, o.bugs);
+          for (int64_t c = 0; c < blocks_read(nbv, o); ++c) {
+            const ReadBlock vb = read_block(kv, vrow, c, nbv, o);
             for (int t = 0; t < kBlockValues; ++t)
               acc[static_cast<size_t>(c * kBlockValues + t)] +=
                   a[jj] * (vb.d * static_cast<float>(vb.n[static_cast<size_t>(t)]));

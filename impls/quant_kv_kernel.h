@@ -4,16 +4,24 @@
 // or quantized to q8_0 as ggml does before its block dot products. The
 // references quant_kv_f32 and quant_kv_q8_f32 and their broken twins
 // (impls/broken/quant_kv_twins.cpp) share it, each twin with one of
-// QuantKvBugs switched on.
+// QuantKvOptions' slips switched on.
 
 #include "attncheck/implementation.h"
 #include "attncheck/problem.h"
 
 namespace attncheck::impls {
 
-/// The byte-level slips of block kernels the broken twins carry; all off
-/// in the references.
-struct QuantKvBugs {
+/// What the kernel computes besides the K/V format: how it forms Q's side
+/// of the block dot products, and the byte-level slips of block kernels
+/// the broken twins carry (all off in the references).
+struct QuantKvOptions {
+  /// Q rounded per block of 32 to q8_0 as ggml's quantize_row_q8_0 does
+  /// (round_block), and each score's block sums formed as ggml's
+  /// vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0: an integer sum per block times
+  /// (d_q * d_k) in float, the blocks summed in float. Otherwise Q in f32
+  /// and each K element d * n decoded into float (exact: an f16 times an
+  /// integer of 8 bits), the q.k sum in float.
+  bool quantize_q = false;
   /// q4_0: element t < 16 read from the high nibble of byte t, t >= 16
   /// from the low nibble of byte t - 16 (the two halves swapped).
   bool nibbles_swapped = false;
@@ -28,18 +36,6 @@ struct QuantKvBugs {
   /// A K or V row of several blocks loses its last block (a loop bound of
   /// nb - 1 in the kernel's many-block path; one block is handled apart).
   bool last_block_dropped = false;
-};
-
-/// What the kernel computes besides the K/V format.
-struct QuantKvOptions {
-  /// Q rounded per block of 32 to q8_0 as ggml's quantize_row_q8_0 does
-  /// (round_block), and each score's block sums formed as ggml's
-  /// vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0: an integer sum per block times
-  /// (d_q * d_k) in float, the blocks summed in float. Otherwise Q in f32
-  /// and each K element d * n decoded into float (exact: an f16 times an
-  /// integer of 8 bits), the q.k sum in float.
-  bool quantize_q = false;
-  QuantKvBugs bugs;
 };
 
 /// Per query, in float, on K/V that the kernel first encodes into ggml's

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "impl_common.h"
+#include "slice_operands.h"
 #include "kernels_simd.h"
 
 namespace attncheck::impls {
@@ -63,17 +63,6 @@ void scale_pow2(float* x, int64_t n, double k) {
   for (int64_t d = 0; d < n; ++d) x[d] = static_cast<float>(static_cast<double>(x[d]) * f);
 }
 
-// Rounds a finite float to bf16 (round to nearest, ties to even) by its
-// bits; P is finite and in [0, 2], so no NaN or overflow case arises.
-float round_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 // One (b, h) slice's operands in float, contiguous, and the online softmax
 // of a query tile over a range of key tiles.
 class TiledPass {
@@ -91,22 +80,18 @@ class TiledPass {
   void load(int64_t b, int64_t h) {
     b_ = b;
     h_ = h;
-    convert(p_.q, b, h, p_.tq, p_.dk, q_);
-    const int64_t g = p_.kv_head(h);
-    if (b == kb_ && g == kg_) return;
-    kb_ = b;
-    kg_ = g;
-    convert(p_.k, b, g, p_.tk, p_.dk, k_);
-    convert(p_.v, b, g, p_.tk, p_.dv, v_);
-    simd::pack_transposed(k_.data(), p_.tk, p_.dk, p_.dk, kt_);
-    simd::pack(v_.data(), p_.tk, p_.dv, p_.dv, vp_);
+    if (!x_.load(p_, b, h)) return;
+    const std::vector<float>& k = x_.k();
+    const std::vector<float>& v = x_.v();
+    simd::pack_transposed(k.data(), p_.tk, p_.dk, p_.dk, kt_);
+    simd::pack(v.data(), p_.tk, p_.dv, p_.dv, vp_);
     // 0 * inf is NaN: a non-finite value at a key masked for a row would
     // reach that row through the P V GEMM, so such heads add key by key.
-    v_finite_ = std::all_of(v_.begin(), v_.end(), [](float x) { return std::isfinite(x); });
+    v_finite_ = std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
     // With p <= 2, |acc| <= 2 tk max|v| < 2^127 cannot overflow (float's
     // largest is 2^128 (1 - 2^-24)); a larger V rounds M up instead.
     float v_max = 0;
-    for (float x : v_) v_max = std::max(v_max, std::fabs(x));
+    for (float x : v) v_max = std::max(v_max, std::fabs(x));
     stabiliser_.round_up = !(2.0 * static_cast<double>(p_.tk) * v_max < 0x1p127);
   }
 
@@ -156,8 +141,8 @@ class TiledPass {
     // The score tile up to the 16-column panel holding key j1 - 1 (K's
     // packing holds zero columns past tk); only n columns are read.
     const int64_t cols = (n + simd::kPanel - 1) / simd::kPanel * simd::kPanel;
-    simd::gemm(mq, cols, p_.dk, q_.data() + i0 * p_.dk, p_.dk, kt_, 0, j0, s_.data(), kTiledKeys,
-               false);
+    simd::gemm(mq, cols, p_.dk, x_.q().data() + i0 * p_.dk, p_.dk, kt_, 0, j0, s_.data(),
+               kTiledKeys, false);
     const float scale = static_cast<float>(p_.scale);
     const float cap = static_cast<float>(p_.softcap);
     for (int64_t r = 0; r < mq; ++r) {
@@ -197,9 +182,7 @@ class TiledPass {
       }
       simd::exp_rebased(row, n, st.ref, st.shift);
       st.l += simd::sum_of(row, n);
-      if (o_.p_cast == DType::bf16) {
-        for (int64_t c = 0; c < n; ++c) row[c] = round_bf16(row[c]);
-      } else if (o_.p_cast) {
+      if (o_.p_cast) {
         for (int64_t c = 0; c < n; ++c)
           row[c] = static_cast<float>(round_to(*o_.p_cast, static_cast<double>(row[c])));
       }
@@ -214,27 +197,19 @@ class TiledPass {
       for (int64_t c = 0; c < n; ++c) {
         if (!ok_[static_cast<size_t>(r * kTiledKeys + c)]) continue;
         const float w = s_[static_cast<size_t>(r * kTiledKeys + c)];
-        const float* v = v_.data() + (j0 + c) * dv;
+        const float* v = x_.v().data() + (j0 + c) * dv;
         for (int64_t d = 0; d < dv; ++d) a[d] += w * v[d];
       }
     }
   }
 
-  static void convert(const Tensor& t, int64_t b, int64_t h, int64_t n, int64_t d,
-                      std::vector<float>& out) {
-    out.resize(static_cast<size_t>(n * d));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < d; ++c)
-        out[static_cast<size_t>(i * d + c)] = static_cast<float>(t.at(b, h, i, c));
-  }
-
   const Problem& p_;
   const TiledOptions& o_;
-  std::vector<float> q_, k_, v_;
+  SliceOperands<float> x_;
   simd::Packed kt_, vp_;
   bool v_finite_ = true;
   Stabiliser stabiliser_;
-  int64_t b_ = -1, h_ = -1, kb_ = -1, kg_ = -1;
+  int64_t b_ = -1, h_ = -1;
   std::vector<float> s_;
   std::vector<uint8_t> ok_;
   std::vector<int64_t> first_, last_;

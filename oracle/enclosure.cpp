@@ -161,43 +161,185 @@ std::optional<std::string> enclosure_unsupported(const Problem& p) {
   return std::nullopt;
 }
 
+namespace {
+
+// The result with every array sized for p and at its empty value.
+OracleResult sized_result(const Problem& p) {
+  OracleResult r;
+  r.tier = OracleResult::Tier::enclosure;
+  oracle_detail::size_forward(p, r);
+  r.out_radius.assign(r.out.size(), 0.0);
+  r.weights_radius.assign(r.weights.size(), 0.0);
+  r.lse_radius.assign(r.lse.size(), 0.0);
+  return r;
+}
+
+// The problem's constants in the steps' bounds (header comment).
+struct Coefficients {
+  bool descaled = false, sinks = false;
+  double sigma = 0, abs_sigma = 0, vd = 1;
+  double g_dk = 0, g_2 = 0, g_dk1 = 0, g_tk = 0;
+};
+
+Coefficients coefficients(const Problem& p) {
+  Coefficients k;
+  k.descaled = p.descale.has_value();
+  k.sigma = k.descaled ? (p.scale * p.descale->q) * p.descale->k : p.scale;
+  k.abs_sigma = std::fabs(k.sigma);
+  k.vd = k.descaled ? p.descale->v : 1.0;
+  k.sinks = !p.sink.empty();
+  k.g_dk = gamma(static_cast<double>(p.dk));
+  k.g_2 = k.descaled ? gamma(2) : 0.0;
+  // Step 2's coefficient, with the descales' term (header comment).
+  k.g_dk1 = gamma(static_cast<double>(p.dk) + 1) + k.g_2 * (1 + k.g_dk);
+  k.g_tk = gamma(static_cast<double>(p.tk) + (k.sinks ? 1 : 0));
+  return k;
+}
+
+// One (batch, head)'s working matrices: step 1's T and A, the rows' exp
+// terms W^ and their radii M (then gamma_tk W^ + R), the score errors e of
+// the current row, and per row R_l and whether its radii are finite.
+struct HeadWork {
+  Matrix T, A, W, M;
+  std::vector<double> e, row_radius;
+  std::vector<uint8_t> row_ok;
+};
+
+// Steps 2-4, 6 (weights) and 7 for row i of head (b, h).
+void enclose_row(const Problem& p, const Coefficients& k, int64_t b, int64_t h, int64_t i,
+                 HeadWork& hw, OracleResult& r) {
+  const int64_t tk = p.tk;
+  const auto ii = static_cast<size_t>(i);
+  const size_t row = row_index(p, b, h, i);
+  const size_t w0 = weight_index(p, b, h, i, 0);
+  double m = -kInf;
+  int64_t n = 0;
+  for (int64_t j = 0; j < tk; ++j) {  // step 2
+    double s = k.sigma * hw.T(i, j);
+    if (p.bias) s += p.bias->at(b, h, i, j, p.tq, tk);
+    const double absdot = k.abs_sigma * hw.A(i, j);
+    r.scores[w0 + j] = s;
+    r.abs_dot[w0 + j] = absdot;
+    // |sigma| A <= fl(|sigma| A^) / ((1 - u)(1 - gamma_dk)).
+    hw.e[static_cast<size_t>(j)] =
+        k.g_dk1 * absdot / ((1 - kU) * (1 - k.g_dk) * (1 - k.g_2)) + kU * std::fabs(s) / (1 - kU);
+    if (!p.allowed(b, h, i, j)) continue;
+    ++n;
+    m = std::max(m, s);
+  }
+  r.row_allowed[row] = n;
+  const double z = k.sinks ? p.sink[static_cast<size_t>(h)] : 0.0;
+  if (n == 0 && k.sinks) {
+    // Sink-only: o = 0, lse = z, exactly (radius 0); not empty.
+    r.lse[row] = z;
+    r.row_max[row] = z;
+    r.row_sum[row] = 1;
+    hw.row_ok[ii] = 0;
+    return;
+  }
+  if (n == 0) {
+    r.row_empty[row] = 1;
+    r.empty_rows.push_back({b, h, i});
+    hw.row_ok[ii] = 0;
+    return;
+  }
+  if (k.sinks) m = std::max(m, z);
+  r.row_max[row] = m;
+  double l = 0, sum_r = 0;
+  bool ok = std::isfinite(m);
+  if (k.sinks) {
+    const double x = z - m;
+    const double rho = kU * std::fabs(x);
+    const double w = bounded_exp(x);
+    l += w;
+    sum_r += w * (kBoundedExpError + 2 * rho) + kTiny;
+  }
+  for (int64_t j = 0; j < tk; ++j) {  // step 3
+    if (!p.allowed(b, h, i, j)) continue;
+    const double x = r.scores[w0 + j] - m;
+    const double rho = hw.e[static_cast<size_t>(j)] + kU * std::fabs(x);
+    if (!(rho <= 0.25)) ok = false;
+    const double w = bounded_exp(x);
+    const double rj = w * (kBoundedExpError + 2 * rho) + kTiny;
+    hw.W(i, j) = w;
+    hw.M(i, j) = rj;  // gamma_tk w^ added below, once R_l is known
+    l += w;
+    sum_r += rj;
+  }
+  const double R_l = up(sum_r + k.g_tk * l / (1 - k.g_tk));  // step 4
+  // (1 - 2u): the subtraction's rounding must not raise the bound.
+  const double l_lo = (l - R_l) * (1 - 0x1p-52), l_hi = up(l + R_l);
+  r.row_sum[row] = l;
+  double y_lo = 0, y_hi = 0;
+  if (!ok || !(l_lo > 0) || !log_bounds(l_lo, l_hi, y_lo, y_hi)) {
+    hw.row_ok[ii] = 0;
+    hw.row_radius[ii] = kInf;
+    r.lse[row] = m + std::log(l);
+    r.lse_radius[row] = kInf;
+    for (int64_t j = 0; j < tk; ++j)
+      if (p.allowed(b, h, i, j)) r.weights_radius[w0 + j] = kInf;
+    return;
+  }
+  // Step 7: lse in [m + y_lo, m + y_hi]; 4u for the sum's rounding and
+  // the widening's own, 2u more for rounding the centre.
+  const double lo = (m + y_lo) - 4 * kU * std::fabs(m + y_lo);
+  const double hi = (m + y_hi) + 4 * kU * std::fabs(m + y_hi);
+  r.lse[row] = lo + (hi - lo) / 2;
+  r.lse_radius[row] = up((hi - lo) / 2 + 2 * kU * std::fabs(r.lse[row]));
+  // Step 6 for the weights.
+  for (int64_t j = 0; j < tk; ++j) {
+    if (!p.allowed(b, h, i, j)) continue;
+    const double w = hw.W(i, j);
+    const double a = w / l;
+    r.weights[w0 + j] = a;
+    r.weights_radius[w0 + j] = up((hw.M(i, j) + w * R_l / l) / l_lo + 2 * kU * a);
+    hw.M(i, j) += k.g_tk * w;  // step 5's gamma_tk W^ + R
+  }
+  hw.row_radius[ii] = R_l;
+}
+
+// Steps 5 and 6 for the output of head (b, h), its rows done.
+void enclose_outputs(const Problem& p, const Coefficients& k, int64_t b, int64_t h, const Matrix& V,
+                     const Matrix& Vabs, const HeadWork& hw, OracleResult& r) {
+  const int64_t tq = p.tq;
+  Matrix N(tq, p.dv), RN(tq, p.dv);
+  N.noalias() = hw.W * V;
+  RN.noalias() = hw.M * Vabs;
+  for (int64_t i = 0; i < tq; ++i) {
+    const size_t row = row_index(p, b, h, i);
+    if (r.row_empty[row] || r.row_allowed[row] == 0) continue;  // exact zeros
+    const double l = r.row_sum[row];
+    const double R_l = hw.row_radius[static_cast<size_t>(i)];
+    const double l_lo = (l - R_l) * (1 - 0x1p-52);
+    for (int64_t d = 0; d < p.dv; ++d) {
+      const size_t o_i = out_index(p, b, h, i, d);
+      const double o1 = N(i, d) / l;
+      const double o = k.descaled ? k.vd * o1 : o1;
+      const double base = (up(RN(i, d)) + std::fabs(N(i, d)) * R_l / l) / l_lo + kU * std::fabs(o1);
+      r.out[o_i] = o;
+      r.out_radius[o_i] = hw.row_ok[static_cast<size_t>(i)]
+                              ? (k.descaled ? up(k.vd * base + kU * std::fabs(o)) : up(base))
+                              : kInf;
+    }
+  }
+}
+
+}  // namespace
+
 OracleResult enclose(const Problem& p) {
   if (auto why = enclosure_unsupported(p)) {
     throw std::logic_error("enclose: unsupported problem: " + *why);
   }
   oracle_detail::check_finite_inputs(p);
-  OracleResult r;
-  r.tier = OracleResult::Tier::enclosure;
-  const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
-  const size_t scores = rows * static_cast<size_t>(p.tk);
-  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
-  r.out_radius.assign(r.out.size(), 0.0);
-  r.weights.assign(scores, 0.0);
-  r.weights_radius.assign(scores, 0.0);
-  r.lse.assign(rows, -kInf);
-  r.lse_radius.assign(rows, 0.0);
-  r.scores.assign(scores, 0.0);
-  r.abs_dot.assign(scores, 0.0);
-  r.row_max.assign(rows, -kInf);
-  r.row_sum.assign(rows, 0.0);
-  r.row_allowed.assign(rows, 0);
-  r.row_empty.assign(rows, 0);
-
-  const bool descaled = p.descale.has_value();
-  const double sigma = descaled ? (p.scale * p.descale->q) * p.descale->k : p.scale;
-  const double abs_sigma = std::fabs(sigma);
-  const double vd = descaled ? p.descale->v : 1.0;
-  const bool sinks = !p.sink.empty();
-  const double g_dk = gamma(static_cast<double>(p.dk));
-  const double g_2 = descaled ? gamma(2) : 0.0;
-  // Step 2's coefficient, with the descales' term (header comment).
-  const double g_dk1 = gamma(static_cast<double>(p.dk) + 1) + g_2 * (1 + g_dk);
-  const double g_tk = gamma(static_cast<double>(p.tk) + (sinks ? 1 : 0));
+  OracleResult r = sized_result(p);
+  const Coefficients k = coefficients(p);
   const int64_t tq = p.tq, tk = p.tk;
   Matrix K, Kabs, V, Vabs;
   int64_t cached = -1;  // (b, g) of the K/V slices held
-  Matrix W(tq, tk), M(tq, tk);
-  std::vector<double> e(static_cast<size_t>(tk));
+  HeadWork hw;
+  hw.W.resize(tq, tk);
+  hw.M.resize(tq, tk);
+  hw.e.resize(static_cast<size_t>(tk));
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t g = p.kv_head(h);
@@ -209,122 +351,16 @@ OracleResult enclose(const Problem& p) {
         cached = b * p.kv_heads + g;
       }
       const Matrix Q = slice(p.q, b, h, tq, p.dk);
-      Matrix T(tq, tk), A(tq, tk);
-      T.noalias() = Q * K.transpose();                // step 1
-      A.noalias() = Q.cwiseAbs() * Kabs.transpose();  // step 1
-      W.setZero();
-      M.setZero();
-      std::vector<double> row_radius(static_cast<size_t>(tq), 0.0);
-      std::vector<uint8_t> row_ok(static_cast<size_t>(tq), 1);
-      for (int64_t i = 0; i < tq; ++i) {
-        const size_t row = row_index(p, b, h, i);
-        const size_t w0 = weight_index(p, b, h, i, 0);
-        double m = -kInf;
-        int64_t n = 0;
-        for (int64_t j = 0; j < tk; ++j) {  // step 2
-          double s = sigma * T(i, j);
-          if (p.bias) s += p.bias->at(b, h, i, j, tq, tk);
-          const double absdot = abs_sigma * A(i, j);
-          r.scores[w0 + j] = s;
-          r.abs_dot[w0 + j] = absdot;
-          // |sigma| A <= fl(|sigma| A^) / ((1 - u)(1 - gamma_dk)).
-          e[static_cast<size_t>(j)] =
-              g_dk1 * absdot / ((1 - kU) * (1 - g_dk) * (1 - g_2)) + kU * std::fabs(s) / (1 - kU);
-          if (!p.allowed(b, h, i, j)) continue;
-          ++n;
-          m = std::max(m, s);
-        }
-        r.row_allowed[row] = n;
-        const double z = sinks ? p.sink[static_cast<size_t>(h)] : 0.0;
-        if (n == 0 && sinks) {
-          // Sink-only: o = 0, lse = z, exactly (radius 0); not empty.
-          r.lse[row] = z;
-          r.row_max[row] = z;
-          r.row_sum[row] = 1;
-          row_ok[static_cast<size_t>(i)] = 0;
-          continue;
-        }
-        if (n == 0) {
-          r.row_empty[row] = 1;
-          r.empty_rows.push_back({b, h, i});
-          row_ok[static_cast<size_t>(i)] = 0;
-          continue;
-        }
-        if (sinks) m = std::max(m, z);
-        r.row_max[row] = m;
-        double l = 0, sum_r = 0;
-        bool ok = std::isfinite(m);
-        if (sinks) {
-          const double x = z - m;
-          const double rho = kU * std::fabs(x);
-          const double w = bounded_exp(x);
-          l += w;
-          sum_r += w * (kBoundedExpError + 2 * rho) + kTiny;
-        }
-        for (int64_t j = 0; j < tk; ++j) {  // step 3
-          if (!p.allowed(b, h, i, j)) continue;
-          const double x = r.scores[w0 + j] - m;
-          const double rho = e[static_cast<size_t>(j)] + kU * std::fabs(x);
-          if (!(rho <= 0.25)) ok = false;
-          const double w = bounded_exp(x);
-          const double rj = w * (kBoundedExpError + 2 * rho) + kTiny;
-          W(i, j) = w;
-          M(i, j) = rj;  // gamma_tk w^ added below, once R_l is known
-          l += w;
-          sum_r += rj;
-        }
-        const double R_l = up(sum_r + g_tk * l / (1 - g_tk));  // step 4
-        // (1 - 2u): the subtraction's rounding must not raise the bound.
-        const double l_lo = (l - R_l) * (1 - 0x1p-52), l_hi = up(l + R_l);
-        r.row_sum[row] = l;
-        double y_lo = 0, y_hi = 0;
-        if (!ok || !(l_lo > 0) || !log_bounds(l_lo, l_hi, y_lo, y_hi)) {
-          row_ok[static_cast<size_t>(i)] = 0;
-          row_radius[static_cast<size_t>(i)] = kInf;
-          r.lse[row] = m + std::log(l);
-          r.lse_radius[row] = kInf;
-          for (int64_t j = 0; j < tk; ++j)
-            if (p.allowed(b, h, i, j)) r.weights_radius[w0 + j] = kInf;
-          continue;
-        }
-        // Step 7: lse in [m + y_lo, m + y_hi]; 4u for the sum's rounding and
-        // the widening's own, 2u more for rounding the centre.
-        const double lo = (m + y_lo) - 4 * kU * std::fabs(m + y_lo);
-        const double hi = (m + y_hi) + 4 * kU * std::fabs(m + y_hi);
-        r.lse[row] = lo + (hi - lo) / 2;
-        r.lse_radius[row] = up((hi - lo) / 2 + 2 * kU * std::fabs(r.lse[row]));
-        // Step 6 for the weights.
-        for (int64_t j = 0; j < tk; ++j) {
-          if (!p.allowed(b, h, i, j)) continue;
-          const double w = W(i, j);
-          const double a = w / l;
-          r.weights[w0 + j] = a;
-          r.weights_radius[w0 + j] = up((M(i, j) + w * R_l / l) / l_lo + 2 * kU * a);
-          M(i, j) += g_tk * w;  // step 5's gamma_tk W^ + R
-        }
-        row_radius[static_cast<size_t>(i)] = R_l;
-      }
-      // Steps 5 and 6 for the output.
-      Matrix N(tq, p.dv), RN(tq, p.dv);
-      N.noalias() = W * V;
-      RN.noalias() = M * Vabs;
-      for (int64_t i = 0; i < tq; ++i) {
-        const size_t row = row_index(p, b, h, i);
-        if (r.row_empty[row] || r.row_allowed[row] == 0) continue;  // exact zeros
-        const double l = r.row_sum[row];
-        const double R_l = row_radius[static_cast<size_t>(i)];
-        const double l_lo = (l - R_l) * (1 - 0x1p-52);
-        for (int64_t d = 0; d < p.dv; ++d) {
-          const size_t k = out_index(p, b, h, i, d);
-          const double o1 = N(i, d) / l;
-          const double o = descaled ? vd * o1 : o1;
-          const double base = (up(RN(i, d)) + std::fabs(N(i, d)) * R_l / l) / l_lo + kU * std::fabs(o1);
-          r.out[k] = o;
-          r.out_radius[k] = row_ok[static_cast<size_t>(i)]
-                                ? (descaled ? up(vd * base + kU * std::fabs(o)) : up(base))
-                                : kInf;
-        }
-      }
+      hw.T.resize(tq, tk);
+      hw.A.resize(tq, tk);
+      hw.T.noalias() = Q * K.transpose();                // step 1
+      hw.A.noalias() = Q.cwiseAbs() * Kabs.transpose();  // step 1
+      hw.W.setZero();
+      hw.M.setZero();
+      hw.row_radius.assign(static_cast<size_t>(tq), 0.0);
+      hw.row_ok.assign(static_cast<size_t>(tq), 1);
+      for (int64_t i = 0; i < tq; ++i) enclose_row(p, k, b, h, i, hw, r);
+      enclose_outputs(p, k, b, h, V, Vabs, hw, r);
     }
   }
   return r;

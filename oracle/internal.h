@@ -24,6 +24,12 @@ inline size_t kv_index(const Problem& p, int64_t b, int64_t g, int64_t j,
   return static_cast<size_t>(((b * p.kv_heads + g) * p.tk + j) * n + c);
 }
 
+/// Sizes r's forward arrays (out, weights, lse) and diagnostics (scores,
+/// abs_dot, row_max, row_sum, row_allowed, row_empty) for the dense
+/// problem p, each at the value of a row without keys: 0, lse and row_max
+/// -inf.
+void size_forward(const Problem& p, OracleResult& r);
+
 /// Throws InputError naming the first NaN or infinity that reaches the
 /// result (an input some row can see); values no row can see are allowed.
 void check_finite_inputs(const Problem& p);

@@ -86,6 +86,21 @@ void check_finite_inputs(const Problem& p) {
   }
 }
 
+void size_forward(const Problem& p, OracleResult& r) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto rows = static_cast<size_t>(p.batch * p.heads * p.tq);
+  const size_t scores = rows * static_cast<size_t>(p.tk);
+  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
+  r.weights.assign(scores, 0.0);
+  r.lse.assign(rows, -kInf);
+  r.scores.assign(scores, 0.0);
+  r.abs_dot.assign(scores, 0.0);
+  r.row_max.assign(rows, -kInf);
+  r.row_sum.assign(rows, 0.0);
+  r.row_allowed.assign(rows, 0);
+  r.row_empty.assign(rows, 0);
+}
+
 }  // namespace oracle_detail
 
 const char* tier_name(OracleResult::Tier t) {
@@ -100,18 +115,9 @@ OracleResult oracle_dense(const Problem& p, oracle_detail::DsinkSums* sums) {
   oracle_detail::check_finite_inputs(p);
   using oracle_detail::Decided;
   OracleResult r;
+  oracle_detail::size_forward(p, r);
   const size_t rows = static_cast<size_t>(p.batch * p.heads * p.tq);
   const size_t scores = rows * static_cast<size_t>(p.tk);
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  r.out.assign(rows * static_cast<size_t>(p.dv), 0.0);
-  r.weights.assign(scores, 0.0);
-  r.lse.assign(rows, -kInf);
-  r.scores.assign(scores, 0.0);
-  r.abs_dot.assign(scores, 0.0);
-  r.row_max.assign(rows, -kInf);
-  r.row_sum.assign(rows, 0.0);
-  r.row_allowed.assign(rows, 0);
-  r.row_empty.assign(rows, 0);
   Decided d;
   d.out.assign(r.out.size(), 0);
   d.weights.assign(scores, 0);

@@ -91,5 +91,62 @@ for dir in core host oracle formats judge properties run impls bench cli integra
     fi
   done
 done
+
+# Sizes (issue 46): a file or a function one can read whole. Each offender
+# is one line naming the file (and the function, with its length).
+sources=$(find include core host oracle formats judge properties run impls bench cli integrations \
+               -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.c' \) | sort)
+# No source file over 800 lines. oracle/exact.cpp is the exception: its
+# exact tie-breaking arithmetic (exact scores, intervals retried at higher
+# precision, and the rules that settle the ties intervals cannot) is one
+# algorithm, argued once in the file's opening comment, whose parts are
+# only correct together; split, the argument would span files.
+while read -r lines file; do
+  [[ $file == total || $file == oracle/exact.cpp ]] && continue
+  if ((lines > 800)); then
+    echo "layering: $file is $lines lines (over 800)"
+    bad=1
+  fi
+done < <(echo "$sources" | xargs wc -l)
+# No function over 150 lines. A function, as clang-format writes them in
+# this tree: it starts at a line at column 0 that is not a namespace, type,
+# preprocessor or comment line; its signature ends at the first line ending
+# in "{" (a line ending in ";" first makes it a declaration); it ends at the
+# next line at column 0 that starts with "}", so lambdas and local types,
+# being indented, count with their function. A brace-initialised variable,
+# which ends in "};", is not a function. Its length counts both ends.
+long_functions=$(echo "$sources" | xargs awk -v max=150 '
+  FNR == 1 { start = 0; open = 0 }
+  { line = $0; sub(/[ \t]*\/\/.*$/, "", line) }
+  !open && /^[A-Za-z_~]/ {
+    if ($0 ~ /^(namespace|extern|struct|class|enum|union|using|typedef|static_assert)[ ({]/) start = 0
+    else { start = FNR; sig = "" }
+  }
+  !open && start {
+    sig = sig " " line
+    if (line ~ /;[ \t]*$/) start = 0
+    else if (line ~ /\{[ \t]*$/) open = 1
+    next
+  }
+  open && /^}/ {
+    if ($0 !~ /^};/ && FNR - start + 1 > max) {
+      n = split(substr(sig, 1, index(sig, "(") - 1), words, /[ \t*&]+/)
+      printf "layering: %s: function %s is %d lines (over %d)\n", FILENAME, words[n], FNR - start + 1, max
+    }
+    open = 0; start = 0
+  }')
+if [[ -n $long_functions ]]; then
+  echo "$long_functions"
+  bad=1
+fi
+# At most 16 installed headers: a plugin or library author learns the
+# public surface from a short list.
+headers=$(find include/attncheck -maxdepth 1 -name '*.h' | wc -l)
+if ((headers > 16)); then
+  echo "layering: include/attncheck has $headers installed headers (over 16)"
+  bad=1
+fi
+
 if ((bad)); then exit 1; fi
-echo "layering: every include points to the file's own room or a lower one"
+echo "layering: every include points to the file's own room or a lower one;" \
+     "no file over 800 lines, no function over 150, at most 16 installed headers"

@@ -15,7 +15,7 @@ ATTNCHECK_REGISTER_IMPL(paged_twin("broken_block_table_64_entries", "PagedEquals
                                    "paged_online_f32 reading at most 64 block table entries per "
                                    "sequence (keys on later pages read as 0)",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.table_entries = 64;
                                      return b;
                                    }()));

@@ -12,7 +12,7 @@ ATTNCHECK_REGISTER_IMPL(paged_twin("broken_block_table_global_index", "PagedEqua
                                    "paged_online_f32 looking keys up in the block table by their "
                                    "global index instead of their index in the sequence",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.block_table_global_index = true;
                                      return b;
                                    }()));

@@ -12,7 +12,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_block_table_stride_from_lengths", "PagedEqualsContiguous",
                                    "paged_online_f32 taking the block table's row stride from the lengths, not block_table_stride",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.block_table_stride_from_lengths = true;
                                      return b;
                                    }()));

@@ -12,7 +12,7 @@ ATTNCHECK_REGISTER_IMPL(paged_twin("broken_cu_seqlens_off_by_one", "PackedEquals
                                    "paged_online_f32 reading sequence b of packed q and k/v from "
                                    "cu_seqlens[b + 1], rows past the end as 0",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.cu_seqlens_off_by_one = true;
                                      return b;
                                    }()));

@@ -11,7 +11,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_cu_seqlens_staged_for_4", "PackedEqualsSeparate",
                                    "paged_online_f32 with cu_seqlens staged for 4 sequences (sequence b taken as b % 4)",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.cu_seqlens_staged_for_4 = true;
                                      return b;
                                    }()));

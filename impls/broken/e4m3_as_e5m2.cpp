@@ -10,7 +10,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_e4m3_as_e5m2", "MatchesOracle",
                                    "paged_online_f32 decoding its E4M3 K/V cache as E5M2",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.e4m3_as_e5m2 = true;
                                      return b;
                                    }(),

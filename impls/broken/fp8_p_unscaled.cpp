@@ -14,7 +14,7 @@ ATTNCHECK_REGISTER_IMPL(
                "paged_online_f32 rounding P to E4M3 before P.V without a scale, "
                "declared p_cast f32",
                [] {
-                 PagedBugs b;
+                 PagedOptions b;
                  b.p_cast = DType::e4m3;
                  return b;
                }()));

@@ -12,7 +12,7 @@ ATTNCHECK_REGISTER_IMPL(paged_twin("broken_packed_align_from_max", "PackedEquals
                                    "paged_online_f32 aligning every sequence bottom-right by the "
                                    "problem's tq / tk (the longest) instead of its own lengths",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.align_from_max_lengths = true;
                                      return b;
                                    }()));

@@ -12,7 +12,7 @@ ATTNCHECK_REGISTER_IMPL(paged_twin("broken_paged_stale_tail", "PagedEqualsContig
                                    "paged_online_f32 attending every slot of the last page, past "
                                    "seqlens_k (the stale tail)",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.read_page_tail = true;
                                      return b;
                                    }()));

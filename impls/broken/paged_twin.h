@@ -1,6 +1,6 @@
 #pragma once
 // What the version 2 broken twins share: paged_online_f32 (the serving
-// kernel of ../paged_online_kernel.h) with one of PagedBugs switched on,
+// kernel of ../paged_online_kernel.h) with one bug of PagedOptions switched on,
 // declared exactly as paged_online_f32 is, so each twin's file holds only
 // its bug and the property that catches it.
 
@@ -15,11 +15,11 @@
 
 namespace attncheck::impls::broken {
 
-/// paged_online_f32 with `bugs`: kind broken, `caught_by` the property made
+/// paged_online_f32 with `o`: kind broken, `caught_by` the property made
 /// to catch it, paged_online_f32's features, traits and combos (or `combos`
 /// when given: a bug that needs E4M3 K/V declares only those).
 inline std::shared_ptr<const Implementation> paged_twin(std::string name, std::string caught_by,
-                                                        std::string description, PagedBugs bugs,
+                                                        std::string description, PagedOptions o,
                                                         std::vector<DTypeCombo> combos = {}) {
   ImplInfo info;
   info.name = std::move(name);
@@ -34,7 +34,7 @@ inline std::shared_ptr<const Implementation> paged_twin(std::string name, std::s
   info.description = std::move(description);
   info.caught_by = std::move(caught_by);
   return std::make_shared<FunctionImpl>(
-      std::move(info), [bugs](const Problem& p) { return paged_online_forward(p, bugs); });
+      std::move(info), [o](const Problem& p) { return paged_online_forward(p, o); });
 }
 
 }  // namespace attncheck::impls::broken

@@ -1,5 +1,5 @@
 // The broken twins of the block-quantized K/V references (SPEC 1.2): the
-// kernel of ../quant_kv_kernel.h with one byte-level slip of QuantKvBugs,
+// kernel of ../quant_kv_kernel.h with one byte-level slip of QuantKvOptions,
 // the bugs such kernels have, declared exactly as the reference it breaks
 // (quant_kv_f32, or quant_kv_q8_f32 for Q's block scale), each caught by
 // MatchesOracle. The slips of a block index (a scale from the neighbouring
@@ -31,38 +31,31 @@ std::shared_ptr<const Implementation> twin(std::string name, std::string descrip
                                         [o](const Problem& p) { return quant_kv_forward(p, o); });
 }
 
-QuantKvOptions with(QuantKvBugs bugs, bool quantize_q = false) {
-  QuantKvOptions o;
-  o.bugs = bugs;
-  o.quantize_q = quantize_q;
-  return o;
-}
-
 ATTNCHECK_REGISTER_IMPL(twin("broken_q4_nibbles_swapped",
                              "quant_kv_f32 reading q4_0's element t < 16 from the high nibble "
                              "and t >= 16 from the low one",
-                             {DType::q4_0}, with({.nibbles_swapped = true})));
+                             {DType::q4_0}, {.nibbles_swapped = true}));
 
 ATTNCHECK_REGISTER_IMPL(twin("broken_kv_scale_next_block",
                              "quant_kv_f32 scaling K/V block c by the f16 scale of block c + 1 "
                              "of the same row (rows of two blocks or more)",
-                             {DType::q8_0, DType::q4_0}, with({.kv_scale_from_next_block = true})));
+                             {DType::q8_0, DType::q4_0}, {.kv_scale_from_next_block = true}));
 
 ATTNCHECK_REGISTER_IMPL(twin("broken_q_scale_from_k_block",
                              "quant_kv_q8_f32 scaling each block sum by d_k * d_k: Q's q8_0 block "
                              "scale read from K's block (x[ib].d for y[ib].d)",
                              {DType::q8_0, DType::q4_0},
-                             with({.q_scale_from_k_block = true}, true)));
+                             {.quantize_q = true, .q_scale_from_k_block = true}));
 
 ATTNCHECK_REGISTER_IMPL(twin("broken_q4_offset_forgotten",
                              "quant_kv_f32 taking q4_0's nibble as the integer, without its -8 "
                              "offset",
-                             {DType::q4_0}, with({.q4_offset_forgotten = true})));
+                             {DType::q4_0}, {.q4_offset_forgotten = true}));
 
 ATTNCHECK_REGISTER_IMPL(twin("broken_last_block_dropped",
                              "quant_kv_f32 dropping the last block of a K or V row of two "
                              "blocks or more (dk or dv >= 64)",
-                             {DType::q8_0, DType::q4_0}, with({.last_block_dropped = true})));
+                             {DType::q8_0, DType::q4_0}, {.last_block_dropped = true}));
 
 }  // namespace
 }  // namespace attncheck::impls::broken

@@ -14,7 +14,7 @@ ATTNCHECK_REGISTER_IMPL(
                "paged_online_f32 whose accumulator starts at exp(sink - m) like "
                "the sum: the sink added to the numerator (o gains a_sink)",
                [] {
-                 PagedBugs b;
+                 PagedOptions b;
                  b.sink_in_numerator = true;
                  return b;
                }()));

@@ -12,7 +12,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_sink_lost_on_rescale", "MatchesOracle",
                                    "paged_online_f32 that drops the sink from its running sum when a later 16-key block raises the max",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.sink_lost_on_rescale = true;
                                      return b;
                                    }()));

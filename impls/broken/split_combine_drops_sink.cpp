@@ -11,7 +11,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_split_combine_drops_sink", "MatchesOracle",
                                    "paged_online_f32 whose split-K/V combine forgets the sink",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.split_combine_drops_sink = true;
                                      return b;
                                    }()));

@@ -11,7 +11,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_split_drops_descales", "MatchesOracle",
                                    "paged_online_f32 whose split-K/V path ignores the q, k and v descales",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.split_drops_descales = true;
                                      return b;
                                    }()));

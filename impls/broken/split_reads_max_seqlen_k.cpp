@@ -11,7 +11,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_split_reads_max_seqlen_k", "MatchesOracle",
                                    "paged_online_f32 whose split-K/V path reads max_seqlen_k keys for every sequence",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.split_reads_max_seqlen_k = true;
                                      return b;
                                    }()));

@@ -12,7 +12,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_split_sink_per_chunk", "MatchesOracle",
                                    "paged_online_f32 whose split-K/V chunks each start from the sink (counted once per chunk)",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.split_sink_per_chunk = true;
                                      return b;
                                    }()));

@@ -9,7 +9,7 @@ namespace {
 
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_v_descale_ignored", "DescaleEquivalence",
                                    "paged_online_f32 that never multiplies by v_descale", [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.v_descale_times = 0;
                                      return b;
                                    }()));

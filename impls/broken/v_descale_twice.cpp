@@ -10,7 +10,7 @@ namespace {
 ATTNCHECK_REGISTER_IMPL(paged_twin("broken_v_descale_twice", "DescaleEquivalence",
                                    "paged_online_f32 multiplying the output by v_descale twice",
                                    [] {
-                                     PagedBugs b;
+                                     PagedOptions b;
                                      b.v_descale_times = 2;
                                      return b;
                                    }()));
