@@ -71,11 +71,16 @@ json broadcast_to_json(const Broadcast<T>& x, const Problem& p,
 }
 
 // A plain value (core/fields.h's GenericValue) as the file spells it.
-json value_to_json(int64_t x) { return x; }
-json value_to_json(uint32_t x) { return x; }
-json value_to_json(bool x) { return x; }
-json value_to_json(double x) { return number_to_json(x); }
-json value_to_json(DType x) { return std::string(dtype_name(x)); }
+template <typename T>
+json value_to_json(const T& x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return number_to_json(x);
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return std::string(dtype_name(x));
+  } else {
+    return x;
+  }
+}
 
 // ---- Reading: the checks a part shares
 
