@@ -9,6 +9,7 @@
 
 #include "attncheck/dtype_blocks.h"
 #include "attncheck/error.h"
+#include "core/fields.h"
 
 namespace attncheck {
 
@@ -478,16 +479,10 @@ Problem sequence_problem(const Problem& p, int64_t b) {
   }
   Problem s = Problem::zeros(p.dtype, 1, p.heads, p.kv_heads, nq, std::max<int64_t>(nk, 1), p.dk,
                              p.dv);
-  s.scale = p.scale;
-  s.softcap = p.softcap;
-  s.causal = p.causal;
-  s.align = p.align;
-  s.window_left = p.window_left;
-  s.window_right = p.window_right;
-  s.q_dtype = p.q_dtype;
-  s.kv_dtype = p.kv_dtype;
-  s.descale = p.descale;
-  s.sink = p.sink;
+  // Every field a sequence takes as it is (core/fields.h: kSequence): the
+  // score parameters, the masks' rules, the formats, descales and sinks.
+  // The shape, the tensors and the masks are cut out below.
+  fields::copy_fields(fields::kProblemFields, fields::kSequence, p, s);
   for (int64_t h = 0; h < p.heads; ++h)
     for (int64_t i = 0; i < nq; ++i)
       for (int64_t d = 0; d < p.dk; ++d) s.q.at(0, h, i, d) = p.q_at(b, h, i, d);

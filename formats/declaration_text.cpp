@@ -2,13 +2,18 @@
 
 #include "formats/declaration_text.h"
 
-#include <utility>
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/features.h"
+#include "core/fields.h"
 #include "core/text.h"
 
 namespace attncheck {
@@ -16,6 +21,40 @@ namespace {
 
 std::string or_none(const std::vector<std::string>& names) {
   return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The precision fields the two lines below lay out by hand; every other
+// one (a stage: an optional format) the walk of core/fields.h shows.
+constexpr std::array<std::string_view, 9> kPrecisionByHand{
+    "accum",  "p_cast", "exp_ulps", "flush_to_zero", "key_block",
+    "s_cast", "ftz_formats", "q_cast", "q_cast_kv"};
+static_assert(fields::handled_by(fields::kPrecisionFields, fields::kDescribe, kPrecisionByHand),
+              "a precision field describe shows is neither laid out here nor plain");
+
+// declaration_text lays a declaration out by hand: these fields.
+constexpr std::array<std::string_view, 12> kInfoByHand{
+    "name",   "kind",   "dtypes",      "features",  "empty_rows", "precision",
+    "limits", "description", "caught_by", "origin", "combos",     "paths"};
+static_assert(fields::handled_by(fields::kImplInfoFields, fields::kDescribe, kInfoByHand),
+              "an ImplInfo field describe shows is not laid out here");
+
+// The limits line: each limit by the walk, "none" for 0, yes or no.
+std::string limits_text(const Limits& l) {
+  std::string text;
+  fields::for_each_limits_field(l, [&](const fields::Field& f, const auto& x) {
+    using M = std::remove_cvref_t<decltype(x)>;
+    static_assert(std::is_same_v<M, int64_t> || std::is_same_v<M, bool>,
+                  "a limit is a count or a yes/no");
+    if (!f.in(fields::kDescribe)) return;
+    std::string value;
+    if constexpr (std::is_same_v<M, bool>) {
+      value = x ? "yes" : "no";
+    } else {
+      value = x ? std::to_string(x) : std::string("none");
+    }
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", f.shown_as, value);
+  });
+  return text;
 }
 
 // The precision line: the version 1 and 2 traits, then the stages a
@@ -35,11 +74,15 @@ std::string precision_text(const PrecisionTraits& p) {
   } else if (p.q_cast) {
     text += fmt::format(", q_cast {}", dtype_name(*p.q_cast));
   }
-  for (const auto& [name, stage] : {std::pair{"score_accum", &p.score_accum},
-                                    {"softmax_accum", &p.softmax_accum},
-                                    {"pv_accum", &p.pv_accum}}) {
-    if (*stage) text += fmt::format(", {} {}", name, dtype_name(**stage));
-  }
+  // Every other stage by the walk (score_accum, softmax_accum, pv_accum),
+  // shown where declared.
+  fields::for_each_precision_field(p, [&](const fields::Field& f, const auto& stage) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(stage)>, std::optional<DType>>) {
+      if (f.in(fields::kDescribe) && !fields::named(f.name, kPrecisionByHand) && stage) {
+        text += fmt::format(", {} {}", f.shown_as, dtype_name(*stage));
+      }
+    }
+  });
   return text;
 }
 
@@ -55,12 +98,10 @@ std::string flush_text(const PrecisionTraits& p) {
 
 std::string declaration_text(const ImplInfo& i) {
   std::string out;
-  const auto limit = [](int64_t v) { return v ? std::to_string(v) : std::string("none"); };
   std::vector<std::string> dtypes, combos;
   for (DType d : kAllDTypes)
     if (i.supports(d)) dtypes.emplace_back(dtype_name(d));
   for (const DTypeCombo& c : i.combos) combos.push_back(combo_name(c));
-  const Limits& l = i.limits;
   out += fmt::format("{}\n", printable(i.name));
   out += fmt::format("  kind:          {}\n", kind_name(i.kind));
   out += fmt::format("  description:   {}\n", printable(i.description));
@@ -74,10 +115,7 @@ std::string declaration_text(const ImplInfo& i) {
   out += fmt::format("  empty rows:    {}\n", i.empty_rows == EmptyRowPolicy::zero ? "zero" : "error");
   out += fmt::format("  precision:     {}\n", precision_text(i.precision));
   out += fmt::format("  flush to zero: {}\n", flush_text(i.precision));
-  out += fmt::format("  limits:        max_tq {}, max_tk {}, max_batch_heads {}, dk_min {}, dk_max {}, "
-             "dk_multiple {}, dv_equals_dk {}\n",
-             limit(l.max_tq), limit(l.max_tk), limit(l.max_batch_heads), limit(l.dk_min),
-             limit(l.dk_max), limit(l.dk_multiple), l.dv_equals_dk ? "yes" : "no");
+  out += fmt::format("  limits:        {}\n", limits_text(i.limits));
   // Each dispatch path (SPEC 4.1), its precision as the two lines above
   // show the declaration's own.
   for (const ImplPath& path : i.paths) {

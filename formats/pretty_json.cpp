@@ -4,9 +4,10 @@
 #include "formats/pretty_json.h"
 
 #include <algorithm>
-#include <array>
 #include <string_view>
 #include <vector>
+
+#include "core/fields.h"
 
 namespace attncheck::formats {
 namespace {
@@ -15,22 +16,38 @@ using nlohmann::json;
 
 // The order fields are written in: the order SPEC section 5.3 lists them,
 // so that a saved file reads like the specification. Others follow sorted.
-// The version 2 fields follow the version 1 ones, as SPEC 5.3 lists them
-// (a version 1 file has none of them, and reads as before).
-constexpr std::array<std::string_view, 39> kFieldOrder{
-    "format",       "dtype",        "batch",     "heads",     "kv_heads",
-    "tq",           "tk",           "dk",        "dv",        "q",
-    "k",            "v",            "key_valid", "mask",      "bias",
-    "causal",       "align",        "window",    "scale",     "softcap",
-    "dout",         "q_dtype",      "kv_dtype",  "descale",   "sink",
-    "cu_seqlens_q", "cu_seqlens_k", "paged",     "page_size", "num_pages",
-    "block_table_stride", "block_table", "seqlens_k", "shape", "data",
-    "problem",      "args",         "expected",  "meta"};
+// A problem's fields come in core/fields.h's order, each as the keys the
+// file spells it by (window_left and window_right as one "window"); the
+// version 2 fields follow the version 1 ones there, as SPEC 5.3 lists them
+// (a version 1 file has none of them, and reads as before). Then the keys
+// inside them (paged's, a mask's or bias's) and the fixture's own.
+std::vector<std::string_view> field_order() {
+  std::vector<std::string_view> order{"format"};
+  const auto add = [&](std::string_view key) {
+    if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
+  };
+  const Problem p;
+  fields::for_each_problem_field(p, [&](const fields::Field& f, const auto&) {
+    if (!f.in(fields::kJson)) return;
+    for (std::string_view keys = f.json_as; !keys.empty();) {
+      const size_t space = keys.find(' ');
+      add(keys.substr(0, space));
+      keys = space == std::string_view::npos ? std::string_view() : keys.substr(space + 1);
+    }
+  });
+  for (std::string_view key : {"page_size", "num_pages", "block_table_stride", "block_table",
+                               "seqlens_k", "shape", "data", "problem", "args", "expected",
+                               "meta"}) {
+    add(key);
+  }
+  return order;
+}
 
 size_t field_rank(std::string_view key) {
-  for (size_t i = 0; i < kFieldOrder.size(); ++i)
-    if (kFieldOrder[i] == key) return i;
-  return kFieldOrder.size();
+  static const std::vector<std::string_view> order = field_order();
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] == key) return i;
+  return order.size();
 }
 
 void write_pretty(std::string& out, const json& j, int indent) {

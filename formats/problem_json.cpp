@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,7 @@
 
 #include "attncheck/error.h"
 #include "attncheck/fixture.h"
+#include "core/fields.h"
 #include "formats/json_reader.h"
 
 namespace attncheck {
@@ -66,6 +68,18 @@ json broadcast_to_json(const Broadcast<T>& x, const Problem& p,
   for (const T& v : x.data) data.push_back(convert(v));
   return json{{"shape", {x.batch, x.heads, p.tq, p.tk}},
               {"data", std::move(data)}};
+}
+
+// A plain value (core/fields.h's GenericValue) as the file spells it.
+template <typename T>
+json value_to_json(const T& x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return number_to_json(x);
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return std::string(dtype_name(x));
+  } else {
+    return x;
+  }
 }
 
 // ---- Reading: the checks a part shares
@@ -438,6 +452,54 @@ void read_descale_and_sink(Reader& r, Problem& p) {
   }
 }
 
+// The fields the parts above read, each with its own checks and in its
+// place; the walk of core/fields.h reads every other field the file
+// carries (read_plain_fields), by its type, absent: the default's value.
+constexpr std::array<std::string_view, 27> kReadByHand{
+    "dtype",    "batch",     "heads",   "kv_heads",    "tq",           "tk",     "dk",
+    "dv",       "q",         "k",       "v",           "key_valid",    "mask",   "bias",
+    "causal",   "align",     "window_left", "window_right", "scale",   "softcap", "dout",
+    "q_dtype",  "kv_dtype",  "descale", "sink",        "packed",       "paged"};
+static_assert(fields::handled_by(fields::kProblemFields, fields::kJson, kReadByHand),
+              "a Problem field the JSON file carries is neither read here nor of a plain type");
+
+// A number, true or false, or a format's name, as value_to_json writes it;
+// a double must be finite (Problem::validate() checks the rest).
+void read_plain_fields(Reader& r, Problem& p) {
+  fields::for_each_problem_field(p, [&](const fields::Field& f, auto& m) {
+    using M = std::remove_cvref_t<decltype(m)>;
+    if constexpr (fields::GenericValue<M>) {
+      if (!f.in(fields::kJson) || fields::named(f.name, kReadByHand)) return;
+      const json* v = r.optional(f.name);
+      if (v == nullptr) return;
+      if constexpr (std::is_same_v<M, int64_t>) {
+        m = r.integer(f.name, *v);
+      } else if constexpr (std::is_same_v<M, uint32_t>) {
+        const int64_t n = r.integer(f.name, *v);
+        if (n < 0 || n > int64_t{UINT32_MAX}) {
+          r.field_error(f.name, fmt::format("must be in [0, {}], got {}", UINT32_MAX, n));
+        }
+        m = static_cast<uint32_t>(n);
+      } else if constexpr (std::is_same_v<M, bool>) {
+        if (!v->is_boolean()) {
+          r.field_error(f.name, fmt::format("expected true or false, got {}", json_brief(*v)));
+        }
+        m = v->get<bool>();
+      } else if constexpr (std::is_same_v<M, double>) {
+        m = number_from_json(*v, fmt::format("{}: field '{}'", r.where(), f.name));
+        if (!std::isfinite(m)) r.field_error(f.name, "must be finite");
+      } else {
+        const std::string name = r.string(f.name, *v);
+        try {
+          m = parse_format(name);
+        } catch (const std::exception&) {
+          r.field_error(f.name, fmt::format("unknown format \"{}\"", name));
+        }
+      }
+    }
+  });
+}
+
 // SPEC 1.1's table: packed and paged problems take no key_valid, mask or
 // bias.
 void refuse_masks_of_varlen(Reader& r, const Problem& p) {
@@ -455,17 +517,32 @@ void refuse_masks_of_varlen(Reader& r, const Problem& p) {
 
 }  // namespace
 
+// The fields the file lays out by hand (SPEC 5.3's tensors, masks,
+// "window", the version 2 parts); the walk of core/fields.h writes every
+// other one: a number, true or false, a format's name.
+constexpr std::array<std::string_view, 14> kWrittenByHand{
+    "q",         "k",        "v",       "key_valid", "mask",   "bias", "align", "window_left",
+    "window_right", "dout", "descale", "sink",      "packed", "paged"};
+static_assert(fields::handled_by(fields::kProblemFields, fields::kJson, kWrittenByHand),
+              "a Problem field the JSON file carries is neither written here nor of a plain type");
+
 json problem_to_json(const Problem& p) {
   json j;
   j["format"] = std::string(formats::kProblemFormat);
-  j["dtype"] = std::string(dtype_name(p.dtype));
-  j["batch"] = p.batch;
-  j["heads"] = p.heads;
-  j["kv_heads"] = p.kv_heads;
-  j["tq"] = p.tq;
-  j["tk"] = p.tk;
-  j["dk"] = p.dk;
-  j["dv"] = p.dv;
+  fields::for_each_problem_field(p, [&](const fields::Field& f, const auto& m) {
+    using M = std::remove_cvref_t<decltype(m)>;
+    if constexpr (fields::GenericValue<M>) {
+      if (f.in(fields::kJson) && !fields::named(f.name, kWrittenByHand)) {
+        // An optional format only when present (the version 2 fields,
+        // SPEC 5.3: a version 1 problem's file is what it always was).
+        if constexpr (std::is_same_v<M, std::optional<DType>>) {
+          if (m) j[f.name] = value_to_json(*m);
+        } else {
+          j[f.name] = value_to_json(m);
+        }
+      }
+    }
+  });
   // Packed and paged tensors in their own layouts (SPEC 5.3): packed
   // [total rows][heads][d], paged [num_pages][kv_heads][page_size][d].
   if (p.packed_q()) {
@@ -489,16 +566,10 @@ json problem_to_json(const Problem& p) {
              : json(nullptr);
   j["bias"] =
       p.bias ? broadcast_to_json(*p.bias, p, number_to_json) : json(nullptr);
-  j["causal"] = p.causal;
   j["align"] = p.align == Align::top_left ? "top_left" : "bottom_right";
   j["window"] = {p.window_left, p.window_right};
-  j["scale"] = number_to_json(p.scale);
-  j["softcap"] = number_to_json(p.softcap);
   j["dout"] = p.dout.empty() ? json(nullptr) : numbers_to_json(p.dout);
-  // Version 2 fields (SPEC 5.3) only when present: a version 1 problem's
-  // file is what it always was.
-  if (p.q_dtype) j["q_dtype"] = std::string(dtype_name(*p.q_dtype));
-  if (p.kv_dtype) j["kv_dtype"] = std::string(dtype_name(*p.kv_dtype));
+  // Version 2 fields (SPEC 5.3) only when present.
   if (p.descale) {
     j["descale"] = {{"q", number_to_json(p.descale->q)},
                     {"k", number_to_json(p.descale->k)},
@@ -529,6 +600,7 @@ Problem problem_from_json(const json& j, const std::string& where) {
   read_score_parameters(r, p);
   read_dout(r, p);
   read_descale_and_sink(r, p);
+  read_plain_fields(r, p);
   refuse_masks_of_varlen(r, p);
   r.reject_unknown_fields();
   try {

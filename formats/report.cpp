@@ -1,40 +1,76 @@
 #include "formats/report.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "attncheck/error.h"
 #include "core/features.h"
+#include "core/fields.h"
 #include "attncheck/fixture.h"
 #include "core/text.h"
 
 namespace attncheck {
 namespace {
 
-// A precision as implementation_json spells it: the version 1 and 2
-// traits, then the stages (SPEC 4.1), null where not declared (q_cast
-// "kv": Q rounded to the call's K/V format).
+// A plain value (core/fields.h's GenericValue) as implementation_json
+// spells it: a format by its name, null where an optional one is unset.
+template <typename T>
+nlohmann::json plain_json(const T& x) {
+  if constexpr (std::is_same_v<T, DType>) {
+    return dtype_name(x);
+  } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
+    return x ? nlohmann::json(dtype_name(*x)) : nlohmann::json();
+  } else {
+    return x;
+  }
+}
+
+// Every field of `fields` the JSON carries that is not in `by_hand`, by
+// the walk, under its name.
+template <typename Fields, typename S, size_t N>
+void put_plain_fields(nlohmann::json& j, const Fields& fields, const S& x,
+                      const std::array<std::string_view, N>& by_hand) {
+  fields::walk(fields, x, [&](const fields::Field& f, const auto& m) {
+    if constexpr (fields::GenericValue<std::remove_cvref_t<decltype(m)>>) {
+      if (f.in(fields::kJson) && !fields::named(f.name, by_hand)) {
+        j[std::string(f.name)] = plain_json(m);
+      }
+    }
+  });
+}
+
+// A precision as implementation_json spells it: every trait and stage by
+// the walk (SPEC 4.1: null where not declared), ftz_formats by its bits'
+// names, q_cast "kv" for Q rounded to the call's K/V format.
+constexpr std::array<std::string_view, 2> kPrecisionByHand{"ftz_formats", "q_cast"};
+static_assert(fields::handled_by(fields::kPrecisionFields, fields::kJson, kPrecisionByHand),
+              "a precision field describe --json carries is neither written here nor plain");
+constexpr std::array<std::string_view, 0> kLimitsByHand{};
+static_assert(fields::handled_by(fields::kLimitsFields, fields::kJson, kLimitsByHand),
+              "a limit describe --json carries is not of a plain type");
+
+// implementation_json lays a declaration out by hand: these fields.
+constexpr std::array<std::string_view, 12> kInfoByHand{
+    "name",   "kind",   "dtypes",      "features",  "empty_rows", "precision",
+    "limits", "description", "caught_by", "origin", "combos",     "paths"};
+static_assert(fields::handled_by(fields::kImplInfoFields, fields::kJson, kInfoByHand),
+              "an ImplInfo field describe --json carries is not written here");
+
 nlohmann::json precision_json(const PrecisionTraits& pr) {
-  const auto format_or_null = [](const std::optional<DType>& d) {
-    return d ? nlohmann::json(dtype_name(*d)) : nlohmann::json();
-  };
-  return {{"accum", dtype_name(pr.accum)},
-          {"p_cast", dtype_name(pr.p_cast)},
-          {"s_cast", format_or_null(pr.s_cast)},
-          {"exp_ulps", pr.exp_ulps},
-          {"flush_to_zero", pr.flush_to_zero},
-          {"ftz_formats", bit_names(pr.ftz_formats, ftz_format_table())},
-          {"key_block", pr.key_block},
-          {"q_cast", pr.q_cast_kv ? nlohmann::json("kv") : format_or_null(pr.q_cast)},
-          {"q_cast_kv", pr.q_cast_kv},
-          {"score_accum", format_or_null(pr.score_accum)},
-          {"softmax_accum", format_or_null(pr.softmax_accum)},
-          {"pv_accum", format_or_null(pr.pv_accum)}};
+  nlohmann::json j = nlohmann::json::object();
+  put_plain_fields(j, fields::kPrecisionFields, pr, kPrecisionByHand);
+  j["ftz_formats"] = bit_names(pr.ftz_formats, ftz_format_table());
+  j["q_cast"] = pr.q_cast_kv ? nlohmann::json("kv") : plain_json(pr.q_cast);
+  return j;
 }
 
 // Lines of text that may quote a plugin, as JSON strings (valid UTF-8).
@@ -58,7 +94,8 @@ nlohmann::json implementation_json(const ImplInfo& info) {
   for (const ImplPath& path : info.paths) {
     paths.push_back({{"name", path.name}, {"precision", precision_json(path.precision)}});
   }
-  const Limits& l = info.limits;
+  nlohmann::json limits = nlohmann::json::object();
+  put_plain_fields(limits, fields::kLimitsFields, info.limits, kLimitsByHand);
   // Foreign text (a plugin's path and the description made of it) is
   // escaped here, where it enters JSON: a Latin-1 file name must not make
   // the report unwritable (nlohmann's dump throws on invalid UTF-8).
@@ -77,14 +114,7 @@ nlohmann::json implementation_json(const ImplInfo& info) {
           {"empty_rows", info.empty_rows == EmptyRowPolicy::zero ? "zero" : "error"},
           {"precision", precision_json(info.precision)},
           {"paths", paths},
-          {"limits",
-           {{"max_tq", l.max_tq},
-            {"max_tk", l.max_tk},
-            {"max_batch_heads", l.max_batch_heads},
-            {"dk_min", l.dk_min},
-            {"dk_max", l.dk_max},
-            {"dk_multiple", l.dk_multiple},
-            {"dv_equals_dk", l.dv_equals_dk}}}};
+          {"limits", limits}};
 }
 
 nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,

@@ -1,10 +1,16 @@
 // The shrunk problem as text, for failure reports and RapidCheck's printing.
 
+#include <array>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/fields.h"
 #include "properties/case_context.h"
 
 namespace attncheck {
@@ -32,17 +38,77 @@ std::string score_matrix(const Broadcast<T>& m, int64_t b, int64_t h, int64_t tq
   return s + "]";
 }
 
+// describe's header: the shape on one line, the score parameters on the
+// next, each plain field (core/fields.h's GenericValue) as "name value" by
+// the walk. Fields these lines do not place (a new plain one) follow the
+// window on the second line; the fields this file lays out itself are
+// kShownByHand.
+constexpr std::array<std::string_view, 8> kShapeLine{"dtype", "batch", "heads", "kv_heads",
+                                                      "tq",    "tk",    "dk",    "dv"};
+constexpr std::array<std::string_view, 3> kScoreLine{"scale", "softcap", "causal"};
+constexpr std::array<std::string_view, 15> kShownByHand{
+    "q",    "k",           "v",            "key_valid", "mask",     "bias",
+    "align", "window_left", "window_right", "q_dtype",   "kv_dtype", "descale",
+    "sink", "packed",      "paged"};
+static_assert(fields::handled_by(fields::kProblemFields, fields::kDescribe, kShownByHand),
+              "a Problem field describe shows is neither laid out here nor of a plain type");
+
+// A plain value as describe's text shows it; "" for an unset optional.
+template <typename T>
+std::string plain_text(const T& x) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return x ? "yes" : "no";
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return std::string(dtype_name(x));
+  } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
+    return x ? std::string(dtype_name(*x)) : std::string();
+  } else {
+    return fmt::format("{}", x);
+  }
+}
+
+// "name value" of the plain fields `names` names, in its order, two spaces
+// apart.
+template <size_t N>
+std::string plain_fields(const Problem& p, const std::array<std::string_view, N>& names) {
+  std::string s;
+  for (std::string_view name : names) {
+    fields::for_each_problem_field(p, [&](const fields::Field& f, const auto& m) {
+      if constexpr (fields::GenericValue<std::remove_cvref_t<decltype(m)>>) {
+        if (f.name == name && f.in(fields::kDescribe)) {
+          s += fmt::format("{}{} {}", s.empty() ? "" : "  ", f.shown_as, plain_text(m));
+        }
+      }
+    });
+  }
+  return s;
+}
+
+// The plain fields neither line places, each "  name value" (an unset
+// optional not at all).
+std::string other_plain_fields(const Problem& p) {
+  std::string s;
+  fields::for_each_problem_field(p, [&](const fields::Field& f, const auto& m) {
+    if constexpr (fields::GenericValue<std::remove_cvref_t<decltype(m)>>) {
+      const bool placed = fields::named(f.name, kShapeLine) || fields::named(f.name, kScoreLine) ||
+                          fields::named(f.name, kShownByHand);
+      const std::string value = plain_text(m);
+      if (f.in(fields::kDescribe) && !placed && !value.empty()) {
+        s += fmt::format("  {} {}", f.shown_as, value);
+      }
+    }
+  });
+  return s;
+}
+
 }  // namespace
 
 std::string describe_problem(const Problem& p) {
   std::ostringstream os;
-  os << fmt::format(
-      "    dtype {}  batch {}  heads {}  kv_heads {}  tq {}  tk {}  dk {}  dv {}\n"
-      "    scale {}  softcap {}  causal {}  align {}  window [{}, {}]  strides q [{}]\n",
-      dtype_name(p.dtype), p.batch, p.heads, p.kv_heads, p.tq, p.tk, p.dk, p.dv, p.scale,
-      p.softcap, p.causal ? "yes" : "no",
-      p.align == Align::top_left ? "top_left" : "bottom_right", p.window_left,
-      p.window_right, fmt::join(p.q.strides, ", "));
+  os << fmt::format("    {}\n    {}  align {}  window [{}, {}]{}  strides q [{}]\n",
+                    plain_fields(p, kShapeLine), plain_fields(p, kScoreLine),
+                    p.align == Align::top_left ? "top_left" : "bottom_right", p.window_left,
+                    p.window_right, other_plain_fields(p), fmt::join(p.q.strides, ", "));
   if (!p.key_valid.empty()) {
     std::vector<int> kv(p.key_valid.begin(), p.key_valid.end());
     os << fmt::format("    key_valid [b][tk] = [{}]\n", fmt::join(kv, ", "));

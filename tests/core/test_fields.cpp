@@ -2,8 +2,13 @@
 // Problem and an ImplInfo: the worker wire carries every field of a value
 // the lists set to non-defaults; the JSON file, the C ABI and describe's
 // text carry every field their bit says they do, for sample problems that
-// between them set each such field. A field a codec forgets fails here by
-// name. (The Python bridge: tests/python/test_fields.py.)
+// between them set each such field; a sequence of a packed problem keeps
+// every field it takes as it is; a saved file's keys come in SPEC 5.3's
+// order. The codecs walk the lists (a field of a plain type needs no line
+// in them, any other fails their static_assert until written by hand);
+// these tests catch a hand-written line that drops its field, and the C
+// ABI, whose struct no walk writes. (The Python bridge:
+// tests/python/test_fields.py.)
 
 #include <bit>
 #include <cstring>
@@ -23,6 +28,7 @@
 #include "core/text.h"
 #include "formats/declaration_text.h"
 #include "properties/gen/generators.h"
+#include "formats/pretty_json.h"
 #include "formats/report.h"
 #include "core/fields.h"
 #include "host/abi_marshal.h"
@@ -245,6 +251,61 @@ TEST(Fields, DescribeJsonNamesEveryImplInfoField) {
       EXPECT_TRUE(j["limits"].contains(f.name)) << "describe --json lacks limits." << f.name;
     }
   });
+}
+
+// A saved file lists its keys in SPEC 5.3's order (formats/pretty_json.cpp
+// takes a problem's from core/fields.h): this order, which files written
+// before keep.
+TEST(Fields, ASavedFileKeepsSpecOrder) {
+  const std::vector<std::string> spec{
+      "format",       "dtype",        "batch",     "heads",     "kv_heads",
+      "tq",           "tk",           "dk",        "dv",        "q",
+      "k",            "v",            "key_valid", "mask",      "bias",
+      "causal",       "align",        "window",    "scale",     "softcap",
+      "dout",         "q_dtype",      "kv_dtype",  "descale",   "sink",
+      "cu_seqlens_q", "cu_seqlens_k", "paged",     "page_size", "num_pages",
+      "block_table_stride", "block_table", "seqlens_k", "shape", "data",
+      "problem",      "args",         "expected",  "meta",      "a_later_key", "z_last_key"};
+  nlohmann::json j = nlohmann::json::object();
+  for (const std::string& key : spec) j[key] = 0;
+  const nlohmann::json order = nlohmann::json::parse(formats::pretty_json(j));
+  // Parsed back, keys sort; read them off the text instead.
+  const std::string text = formats::pretty_json(j);
+  std::vector<std::string> keys;
+  for (size_t at = text.find("\n \""); at != std::string::npos; at = text.find("\n \"", at + 1)) {
+    const size_t from = at + 3;
+    keys.push_back(text.substr(from, text.find('"', from) - from));
+  }
+  EXPECT_EQ(keys, spec);
+  EXPECT_EQ(order.size(), spec.size());
+}
+
+// ---- sequence_problem: every field a sequence takes as it is (kSequence).
+
+TEST(Fields, ASequenceKeepsEveryFieldItTakesAsItIs) {
+  Problem p = packed_sample();
+  p.causal = true;
+  p.align = Align::bottom_right;
+  p.window_left = 1;
+  p.window_right = 0;
+  p.scale = 0.75;
+  p.softcap = 8;
+  p.q_dtype = DType::e4m3;
+  p.kv_dtype = DType::e5m2;
+  p.descale = Descales{0.5, 2, 0.125};
+  p.sink = {0.5};
+  p.validate();
+  const Problem defaults;
+  zip(problem_walk, p, defaults, [&](const Field& f, const auto& x, const auto& d) {
+    if (f.in(fields::kSequence) && f.name != "heads" && f.name != "kv_heads" && f.name != "dk" &&
+        f.name != "dv") {
+      EXPECT_FALSE(same(x, d)) << "the sample leaves '" << f.name << "' at its default";
+    }
+  });
+  for (int64_t b = 0; b < p.batch; ++b) {
+    expect_carried(problem_walk, fields::kSequence, p, sequence_problem(p, b),
+                   "sequence_problem");
+  }
 }
 
 // ---- The C ABI (plugin.h, version 2): marshal, then read the C struct
