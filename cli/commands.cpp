@@ -18,10 +18,9 @@
 #include <fmt/ranges.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
-#include "attncheck/expected_failures.h"
-#include "core/features.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "core/features.h"
 #include "host/isolation.h"
 #include "host/modules.h"
 #include "attncheck/oracle.h"

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "core/text.h"
 #include "formats/json_reader.h"

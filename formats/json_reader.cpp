@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 

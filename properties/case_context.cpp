@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/features.h"
 #include "properties/case_context.h"
 

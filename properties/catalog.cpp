@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
 
 namespace attncheck {

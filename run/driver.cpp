@@ -14,7 +14,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/run.h"
 #include "core/cancel.h"
 #include "properties/case_context.h"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "host/isolation.h"
 #include "attncheck/run.h"

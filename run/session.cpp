@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/isolation.h"
 #include "attncheck/registry.h"
-#include "attncheck/reporter.h"
+#include "attncheck/reporters.h"
 #include "attncheck/run.h"
 #include "properties/case_context.h"
 

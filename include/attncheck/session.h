@@ -14,9 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attncheck/expected_failures.h"
+#include "attncheck/fixture.h"
 #include "attncheck/implementation.h"
-#include "attncheck/isolation_options.h"
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
 

@@ -17,10 +17,9 @@
 #include <fmt/ranges.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
-#include "attncheck/expected_failures.h"
-#include "core/features.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "core/features.h"
 #include "host/isolation.h"
 #include "core/fields.h"
 #include "host/impl_sources.h"
@@ -30,7 +29,7 @@
 #include "attncheck/run.h"
 #include "formats/report.h"
 #include "attncheck/session.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 #include "problem_convert.h"
 #include "python_impl.h"
 

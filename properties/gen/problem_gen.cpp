@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "core/transforms.h"
 
 namespace attncheck::gen {

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 namespace {

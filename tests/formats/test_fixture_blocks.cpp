@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 
 namespace attncheck {

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 
 namespace attncheck {

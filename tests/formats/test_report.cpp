@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "formats/output_file.h"
 

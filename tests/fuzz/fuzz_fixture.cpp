@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"

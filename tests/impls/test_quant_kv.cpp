@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
