@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/dtype.h"
+#include "formats/json.h"
 
 namespace attncheck {
 

@@ -11,6 +11,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/text.h"
 #include "formats/json_reader.h"
 #include "formats/output_file.h"

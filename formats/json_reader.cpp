@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "attncheck/dtype.h"
+#include "formats/json.h"
 
 namespace attncheck {
 

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/dtype.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "formats/json_reader.h"
 
 namespace attncheck {

@@ -10,7 +10,7 @@
 
 #include "attncheck/dtype.h"
 #include "core/features.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/text.h"
 
 namespace attncheck {

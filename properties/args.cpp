@@ -10,6 +10,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 
 namespace attncheck {
 namespace {

@@ -19,6 +19,7 @@
 #include "core/cancel.h"
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/features.h"
 #include "host/isolation.h"
 #include "core/fields.h"

@@ -3,6 +3,7 @@
 // input.
 
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 
 #include <bit>
 #include <cmath>

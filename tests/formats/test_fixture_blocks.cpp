@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attncheck/dtype.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 
 namespace attncheck {
 namespace {

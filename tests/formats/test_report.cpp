@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "attncheck/dtype.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "formats/output_file.h"
 
 namespace attncheck {

@@ -18,6 +18,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"

@@ -12,6 +12,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "attncheck/registry.h"

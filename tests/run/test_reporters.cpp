@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "attncheck/dtype.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "formats/report.h"
 #include "attncheck/registry.h"
 
