@@ -21,6 +21,7 @@
 #include "properties/seeds.h"
 #include "run/failure_report.h"
 #include "run/real_sizes.h"
+#include "run/run_property.h"
 #include "run/shrink_passes.h"
 
 namespace attncheck {
@@ -33,7 +34,7 @@ std::string test_id(const PropertyDef& prop, const Implementation& impl, DType d
 // The catalog's property that judges the shapes beyond the declared
 // precision (PropertyDef::judges_beyond_precision), "" when none does.
 std::string_view beyond_precision_judge() {
-  for (const PropertyDef& p : property_catalog())
+  for (const PropertyDef& p : property_defs())
     if (p.judges_beyond_precision) return p.name;
   return "";
 }

@@ -60,7 +60,7 @@ struct SessionConfig {
   /// The implementations, in order; empty = default_impls().
   std::vector<std::shared_ptr<const Implementation>> impls;
   /// The properties, in order; empty = the whole catalog.
-  std::vector<const PropertyDef*> properties;
+  std::vector<const PropertyInfo*> properties;
   /// Only this dtype; nullopt = session_dtypes' default.
   std::optional<DType> dtype;
   /// Seed (resolve_seed), profile, cases, strict, where failures are saved.
@@ -80,7 +80,7 @@ struct SessionConfig {
 struct WorkItem {
   std::shared_ptr<const Implementation> impl;
   DType dtype;
-  const PropertyDef* property;
+  const PropertyInfo* property;
 };
 
 /// The items of config.shard, in the order of the whole list:
