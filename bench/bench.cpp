@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 #include "machine.h"
 #include "measure.h"

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/layer.h"
 #include "host/plugin_loader.h"
 #include "attncheck/problem.h"

@@ -7,7 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
+#include "attncheck/registry.h"
 #include "host/impl_sources.h"
 
 namespace attncheck::bench {

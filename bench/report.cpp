@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
-#include "attncheck/version.h"
+#include "attncheck/dtype.h"
+#include "attncheck/registry.h"
 
 namespace attncheck::bench {
 namespace {

@@ -18,10 +18,10 @@
 #include <fmt/ranges.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
-#include "attncheck/expected_failures.h"
-#include "core/features.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
+#include "core/features.h"
 #include "host/isolation.h"
 #include "host/modules.h"
 #include "attncheck/oracle.h"
@@ -171,7 +171,7 @@ int list_command(const std::vector<std::string>& plugin_paths,
                fmt::format("{}", fmt::join(combos, mixed ? " " : ",")), i.description);
   }
   fmt::print("properties:\n");
-  for (const PropertyDef& p : property_catalog()) {
+  for (const PropertyInfo& p : property_catalog()) {
     fmt::print("  {:<34} {}\n", p.name, p.statement);
   }
   return kExitOk;
@@ -324,7 +324,7 @@ int check_command(const CheckOptions& opt) {
   }
   if (!opt.no_isolation) config.isolation = IsolationOptions{opt.timeout_ms, opt.memory_limit_mb};
   for (const std::string& name : opt.properties) {
-    const PropertyDef* p = find_property(name);
+    const PropertyInfo* p = find_property(name);
     if (!p) throw InputError(fmt::format("--property: unknown property '{}' (see attncheck list)", name));
     config.properties.push_back(p);
   }

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/implementation.h"
 
 namespace attncheck {

@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "attncheck/error.h"
 
 namespace attncheck {
 namespace {
@@ -32,7 +31,7 @@ Format format(DType d) {
     case DType::e4m3: return {4, -5, 448.0, 0x1p-6};
     case DType::e5m2: return {3, -13, 57344.0, 0x1p-14};
     // A block format's element has no rounding of its own (it depends on
-    // the block's scale): callers go through attncheck/dtype_blocks.h.
+    // the block's scale): callers go through the block codec.
     case DType::q8_0:
     case DType::q4_0:
       throw std::invalid_argument(std::string(dtype_name(d)) +

@@ -1,7 +1,7 @@
-// ggml's q8_0 and q4_0 blocks (attncheck/dtype_blocks.h): the canonical
+// ggml's q8_0 and q4_0 blocks (attncheck/dtype.h): the canonical
 // block of 32 logical values, its bytes, and ggml's reference quantizers.
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/error.h"
 
 namespace attncheck {
 namespace {

@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "attncheck/dtype.h"
-#include "attncheck/error.h"
 
 namespace attncheck {
 

@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 

@@ -1,4 +1,4 @@
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 

@@ -1,11 +1,11 @@
-#include "attncheck/expected_failures.h"
+#include "attncheck/fixture.h"
 
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 
 namespace attncheck {
 

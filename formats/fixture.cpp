@@ -9,8 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/text.h"
 #include "formats/json_reader.h"
 #include "formats/output_file.h"

@@ -11,7 +11,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 
 namespace attncheck {
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/dtype.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 
 namespace attncheck::formats {
 

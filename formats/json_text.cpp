@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 #include "formats/json_reader.h"
 
 namespace attncheck {

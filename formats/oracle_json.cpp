@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "formats/json_reader.h"
 
 namespace attncheck {

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/text.h"
 
 namespace attncheck {

@@ -20,9 +20,9 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
 #include "core/fields.h"
+#include "formats/json.h"
 #include "formats/json_reader.h"
 
 namespace attncheck {

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/features.h"
 #include "core/fields.h"
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/text.h"
 
 namespace attncheck {

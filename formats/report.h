@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/outcome.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 

@@ -12,7 +12,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "core/text.h"
 #include "host/descriptor_validation.h"
 

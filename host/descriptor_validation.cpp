@@ -17,7 +17,7 @@
 #include <string_view>
 #include <utility>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 #include "attncheck/registry.h"
 #include "core/text.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 
 namespace attncheck::host_detail {

@@ -30,7 +30,7 @@ std::vector<unsigned char> encode(DType d, const std::vector<double>& values);
 
 /// A K or V tensor in the block format d (SPEC 1.2), as ggml lays it out:
 /// the values' 32-element chunks in order, each chunk the canonical block
-/// (attncheck/dtype_blocks.h), so an element offset e (in elements, as the
+/// (attncheck/dtype.h), so an element offset e (in elements, as the
 /// strides count) lives in block e / 32. A chunk that is no block lies in a
 /// gap of a strided layout (Problem::validate checked every logical block)
 /// and is stored as a block of NaNs, as is the tail of a last partial

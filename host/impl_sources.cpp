@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 #include "attncheck/registry.h"
 

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
-#include "attncheck/isolation_options.h"
 
 namespace attncheck {
 

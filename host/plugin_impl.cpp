@@ -15,7 +15,7 @@
 #include <optional>
 #include <utility>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 #include "host/abi_marshal.h"
 #include "host/guarded_array.h"

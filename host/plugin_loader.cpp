@@ -17,7 +17,7 @@
 #include <map>
 #include <utility>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/abi_marshal.h"
 #include "host/descriptor_validation.h"
 #include "host/plugin_names.h"

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/registry.h"
 
 namespace attncheck::host_detail {

@@ -27,7 +27,7 @@
 #include <thread>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/text.h"
 #include "host/process_tree.h"
 #include "host/wire.h"

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/isolation.h"
 #include "host/modules.h"
 #include "host/plugin_loader.h"

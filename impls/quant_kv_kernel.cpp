@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "impl_common.h"
 
 namespace attncheck::impls {

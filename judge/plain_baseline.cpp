@@ -18,7 +18,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "judge/sequences.h"
 
 // First-order error analysis of softmax attention, per element (SPEC 4).

@@ -63,7 +63,7 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/oracle.h"
 #include "internal.h"
 

@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "internal.h"
 
 namespace attncheck {

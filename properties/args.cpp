@@ -8,8 +8,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 
 namespace attncheck {
 namespace {

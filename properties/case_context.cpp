@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/features.h"
 #include "properties/case_context.h"
 

@@ -19,7 +19,7 @@
 #include "attncheck/fixture.h"
 #include "host/isolation.h"
 #include "attncheck/oracle.h"
-#include "attncheck/properties.h"
+#include "properties/property_def.h"
 #include "judge/tolerance.h"
 #include "core/transforms.h"
 #include "properties/args.h"

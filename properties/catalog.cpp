@@ -9,8 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
+#include "properties/property_def.h"
 
 namespace attncheck {
 namespace {
@@ -51,7 +52,7 @@ PropertyRegistrar::PropertyRegistrar(int position, PropertyDef (*make)()) {
 
 }  // namespace detail
 
-const std::vector<PropertyDef>& property_catalog() {
+const std::vector<PropertyDef>& property_defs() {
   Registry& r = registry();
   if (!r.sealed) {
     for (auto& [position, def] : r.by_position) r.catalog.push_back(def);
@@ -60,8 +61,24 @@ const std::vector<PropertyDef>& property_catalog() {
   return r.catalog;
 }
 
-const PropertyDef* find_property(std::string_view name) {
-  for (const PropertyDef& p : property_catalog())
+const PropertyDef* find_property_def(std::string_view name) {
+  for (const PropertyDef& p : property_defs())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const PropertyDef& property_def(const PropertyInfo& info) {
+  if (const PropertyDef* def = find_property_def(info.name)) return *def;
+  throw InputError(fmt::format("unknown property '{}'", info.name));
+}
+
+const std::vector<PropertyInfo>& property_catalog() {
+  static const std::vector<PropertyInfo> infos(property_defs().begin(), property_defs().end());
+  return infos;
+}
+
+const PropertyInfo* find_property(std::string_view name) {
+  for (const PropertyInfo& p : property_catalog())
     if (p.name == name) return &p;
   return nullptr;
 }
@@ -79,7 +96,7 @@ Profile parse_profile(std::string_view name) {
   throw InputError(fmt::format("unknown profile '{}' (expected ci or thorough)", name));
 }
 
-int case_budget(const PropertyDef& prop, const RunConfig& config) {
+int case_budget(const PropertyInfo& prop, const RunConfig& config) {
   if (config.cases > 0) return config.cases;
   return config.profile == Profile::thorough ? 10 * prop.default_cases : prop.default_cases;
 }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
 
 namespace attncheck {

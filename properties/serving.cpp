@@ -11,8 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "core/broadcast.h"
 #include "core/transforms.h"
 #include "properties/case_context.h"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
 
 namespace attncheck {

@@ -23,7 +23,7 @@
 #include <boost/math/distributions/chi_squared.hpp>
 #include <fmt/format.h>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
 
 namespace attncheck {

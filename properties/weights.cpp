@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "properties/case_context.h"
 
 namespace attncheck {

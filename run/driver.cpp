@@ -14,7 +14,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/run.h"
 #include "core/cancel.h"
 #include "properties/case_context.h"
@@ -23,6 +23,7 @@
 #include "run/failure_report.h"
 #include "run/judge_once.h"
 #include "run/real_sizes.h"
+#include "run/run_property.h"
 #include "run/shrink_passes.h"
 
 namespace attncheck {
@@ -42,7 +43,7 @@ std::string test_id(const PropertyDef& prop, const Implementation& impl, DType d
 // The catalog's property that judges the shapes beyond the declared
 // precision (PropertyDef::judges_beyond_precision), "" when none does.
 std::string_view beyond_precision_judge() {
-  for (const PropertyDef& p : property_catalog())
+  for (const PropertyDef& p : property_defs())
     if (p.judges_beyond_precision) return p.name;
   return "";
 }

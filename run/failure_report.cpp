@@ -8,7 +8,7 @@
 
 #include "judge/diagnosis.h"
 #include "attncheck/fixture.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 namespace {

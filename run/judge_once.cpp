@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/cancel.h"
 
 namespace attncheck {

@@ -7,7 +7,7 @@
 
 #include "formats/output_file.h"
 #include "attncheck/reporters.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 #include "core/text.h"
 
 namespace attncheck {

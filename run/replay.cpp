@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "host/isolation.h"
 #include "attncheck/run.h"
@@ -47,7 +47,7 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config) {
   const auto name = fixture.meta.value("property", std::string());
-  const PropertyDef* prop = find_property(name);
+  const PropertyDef* prop = find_property_def(name);
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
   if (!prop->has_cases()) throw InputError(fmt::format("{} has no single case to replay", name));
   if (prop->validate_args) prop->validate_args(fixture);

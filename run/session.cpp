@@ -9,12 +9,13 @@
 #include <fmt/format.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
 #include "host/isolation.h"
 #include "attncheck/registry.h"
-#include "attncheck/reporter.h"
+#include "attncheck/reporters.h"
 #include "attncheck/run.h"
 #include "properties/case_context.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 
 namespace attncheck {
 
@@ -77,15 +78,15 @@ std::vector<DType> session_dtypes(const ImplInfo& info, std::optional<DType> onl
 
 std::vector<WorkItem> work_list(const SessionConfig& config) {
   const auto impls = config.impls.empty() ? default_impls() : config.impls;
-  std::vector<const PropertyDef*> props = config.properties;
+  std::vector<const PropertyInfo*> props = config.properties;
   if (props.empty()) {
-    for (const PropertyDef& p : property_catalog()) props.push_back(&p);
+    for (const PropertyInfo& p : property_catalog()) props.push_back(&p);
   }
   std::vector<WorkItem> items;
   int item = -1;  // position in the whole list
   for (const auto& impl : impls) {
     for (DType d : session_dtypes(impl->info(), config.dtype)) {
-      for (const PropertyDef* prop : props) {
+      for (const PropertyInfo* prop : props) {
         if (++item % config.shard.count != config.shard.index - 1) continue;
         items.push_back({impl, d, prop});
       }
@@ -129,20 +130,21 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
   };
   for (Reporter* r : reporters) r->on_start(result.seed, result.profile, result.shard);
   for (const WorkItem& item : work_list(session)) {
+    const PropertyDef& prop = property_def(*item.property);
     PropertyOutcome o;
     const auto* isolated = dynamic_cast<const IsolatedImplementation*>(item.impl.get());
     if (cancelled()) {
-      o = blank_outcome(*item.property, *item.impl, item.dtype);
+      o = blank_outcome(prop, *item.impl, item.dtype);
       o.status = PropertyStatus::not_run;
       o.message = "interrupted";
     } else if (isolated && isolated->out_of_hangs()) {
       // The run's bound on hangs (docs/isolation.md): what needs no call
       // keeps its verdict, the rest is not run.
-      auto skip = outcome_without_calls(*item.property, *item.impl, item.dtype, config.run);
+      auto skip = outcome_without_calls(prop, *item.impl, item.dtype, config.run);
       if (skip) {
         o = std::move(*skip);
       } else {
-        o = blank_outcome(*item.property, *item.impl, item.dtype);
+        o = blank_outcome(prop, *item.impl, item.dtype);
         o.combo = config.run.combo;
         o.status = PropertyStatus::not_run;
         o.message = fmt::format(
@@ -152,10 +154,10 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
       }
     } else {
       if (isolated) isolated->begin_property();
-      o = run_property(*item.property, *item.impl, item.dtype, config.run);
+      o = run_property(prop, *item.impl, item.dtype, config.run);
       if (cancelled()) {
         // Interrupted mid-property: what it found is not a verdict.
-        o = blank_outcome(*item.property, *item.impl, item.dtype);
+        o = blank_outcome(prop, *item.impl, item.dtype);
         o.status = PropertyStatus::not_run;
         o.message = "interrupted";
       }

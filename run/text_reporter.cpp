@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "attncheck/reporters.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 

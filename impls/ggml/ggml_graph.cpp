@@ -15,7 +15,7 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck::impls::ggml_adapters {
 namespace {

@@ -1,15 +1,30 @@
 #pragma once
 // Element formats: their names, the unit roundoff each one contributes to a
-// tolerance, rounding to them, and their bit patterns.
+// tolerance, rounding to them, and their bit patterns; the block-quantized
+// K/V formats' codec; and InputError, the exception every reader of user
+// input throws. The lowest of the C++ headers: every other one includes it,
+// so whichever a user includes brings InputError with it.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "attncheck/plugin.h"
 
 namespace attncheck {
+
+/// Bad input: a malformed file, a wrong shape, an unknown name. The message
+/// names the file, field or argument. The one exception type for bad user
+/// input: the CLI turns it into exit code 2 and one line.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// Element format of q, k, v and out (values travel as doubles inside the
 /// harness and are always exactly representable in this format). e4m3 and
@@ -22,7 +37,7 @@ enum class DType : uint32_t {
   f16 = ATTNCHECK_F16,
   e4m3 = ATTNCHECK_E4M3,  ///< OCP fp8 "FN": 3 mantissa bits, no infinities
   e5m2 = ATTNCHECK_E5M2,  ///< fp8: 2 mantissa bits, IEEE infinities and NaN
-  /// Block-quantized K/V storage (SPEC 1.2, attncheck/dtype_blocks.h):
+  /// Block-quantized K/V storage (SPEC 1.2, the block codec below):
   /// kv_dtype only. An element has no format of its own: 32 consecutive
   /// values along the head dimension share an f16 scale.
   q8_0 = ATTNCHECK_Q8_0,
@@ -42,7 +57,7 @@ inline constexpr std::array<DType, 2> kBlockFormats = {DType::q8_0, DType::q4_0}
 
 /// Whether d is a block format (q8_0, q4_0): values are stored 32 to a
 /// block, so rounding, unit roundoff and bit patterns of one element do not
-/// apply (attncheck/dtype_blocks.h has the block codec).
+/// apply (the block codec is at the end of this header).
 constexpr bool is_block_format(DType d) { return d == DType::q8_0 || d == DType::q4_0; }
 
 /// Whether d may be an output's format (f64, f32, bf16, f16; not fp8, not
@@ -133,5 +148,80 @@ uint8_t fp8_bits(DType d, double x);
 
 /// The value of a bit pattern of the fp8 format d, exactly.
 double fp8_value(DType d, uint8_t bits);
+
+// ---- Block-quantized K/V storage (SPEC 1.2): ggml's q8_0 and q4_0 ----
+// Inside the harness K and V hold doubles, the logical values; a block's
+// bytes come from one canonical encoding of 32 such values, so a fixture
+// replays to the same bytes, and a value set that no block holds is
+// refused, never rounded on the way to a plugin.
+
+/// Values per block, along the head dimension (ggml's QK8_0 and QK4_0).
+inline constexpr int64_t kBlockValues = 32;
+
+/// Bytes of one block: 34 for q8_0 (f16 scale, 32 int8), 18 for q4_0 (f16
+/// scale, 16 bytes of nibbles). Throws std::invalid_argument for an
+/// element format.
+size_t block_bytes(DType d);
+
+/// The integers a block of d stores: [-128, 127] for q8_0 (int8), [-8, 7]
+/// for q4_0 (nibble - 8).
+int block_int_min(DType d);
+int block_int_max(DType d);
+
+/// The largest magnitude format d holds: max_finite(d) for an element
+/// format; for a block format f16's largest finite times the largest
+/// integer magnitude (q8_0: 128, with a negative scale; q4_0: 8).
+double format_max_value(DType d);
+
+/// One block as its parts: value t is scale * ints[t]. The scale is an
+/// f16 value (NaN for a block of NaNs, which strict-mode poisoning writes).
+struct Block {
+  double scale = 0;
+  std::array<int, kBlockValues> ints{};
+
+  /// Value t, exactly (an f16 times a small integer is a double).
+  double value(size_t t) const { return scale * ints[t]; }
+};
+
+/// The canonical block of 32 values, or nullopt when no block of d holds
+/// them exactly. Canonical: all zeros give scale 0 and integers 0; all
+/// NaNs give the f16 NaN and integers 0; otherwise the value of largest
+/// magnitude gets the integer of largest magnitude that works (q4_0: -8
+/// first, the sign ggml's d = max / -8 gives; q8_0: a positive scale
+/// first), so blocks ggml's quantizers write keep their own integers.
+std::optional<Block> exact_block(DType d, std::span<const double> values);
+
+/// Whether 32 values are exactly one block of d.
+bool is_exact_block(DType d, std::span<const double> values);
+
+/// The block's bytes in ggml's layout: the f16 scale (little-endian), then
+/// q8_0's 32 int8, or q4_0's 16 bytes with element t < 16 in the low nibble
+/// of byte t and element t >= 16 in the high nibble of byte t - 16, each
+/// stored as ints[t] + 8. `out` holds block_bytes(d).
+void encode_block(DType d, const Block& block, unsigned char* out);
+
+/// The canonical block of 32 values (exact_block) in ggml's layout; throws
+/// InputError naming the format when no block holds them.
+void encode_values(DType d, std::span<const double> values, unsigned char* out);
+
+/// The block stored in `in` (block_bytes(d) bytes), and its 32 values.
+Block decode_block(DType d, const unsigned char* in);
+
+/// The block ggml's reference quantizer (quantize_row_q8_0_ref,
+/// quantize_row_q4_0_ref) makes of 32 values, computed as it does in f32:
+/// q8_0 d = amax / 127, q = roundf(x / d); q4_0 d = max / -8 with max the
+/// value of largest magnitude (so d may be negative), q = min(15,
+/// trunc(x / d + 8.5)) - 8. The inputs are first rounded to f32, as ggml
+/// receives them. A scale beyond f16's largest finite becomes infinite, as
+/// in ggml.
+Block round_block(DType d, std::span<const double> values);
+
+/// Rounds a row of values block by block in place (round_block): how a
+/// property that derives K or V element by element puts the result back
+/// into the format, and how ggml quantizes a row of Q to q8_0. A last
+/// partial block (a Q row whose dk is no multiple of 32) is rounded as if
+/// padded with zeros, which change no scale. A scale past f16's range gives
+/// infinities or NaNs: the caller checks finiteness where it matters.
+void round_row_to_blocks(DType d, std::span<double> row);
 
 }  // namespace attncheck

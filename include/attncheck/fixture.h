@@ -1,13 +1,15 @@
 #pragma once
-// Problem, fixture and oracle files (SPEC section 5.3), as JSON.
+// The files a library user reads and writes beside a run (SPEC 5.2, 5.3):
+// fixtures (a saved counterexample; a problem file reads as one) and the
+// expected-failures list, kept among them (fixtures/expected-failures.json).
+// Their JSON codecs are the formats room's own (formats/json.h).
 
-#include <cstdint>
+#include <set>
 #include <string>
-#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
-#include "attncheck/oracle.h"
 #include "attncheck/problem.h"
 
 namespace attncheck {
@@ -22,76 +24,11 @@ struct Fixture {
                                                    ///< seed, reproduce, attncheck
 };
 
-/// What a file may ask for, checked before anything is allocated for it, so
-/// that a hostile or mistyped file (tq = 1e9) is an InputError naming the
-/// field instead of an allocation failure, an out-of-memory kill or an
-/// oracle run of days. Far beyond the harness's own problems (dims below
-/// 100, the oracle's largest a few thousand scores).
-namespace input_limits {
-/// Bytes of one JSON file (problem, fixture, report, expected failures).
-inline constexpr int64_t kFileBytes = int64_t{1} << 28;  // 256 MiB
-/// Nesting of arrays and objects in one JSON file (the formats need 4;
-/// the limit keeps recursive printing and freeing off the stack's end).
-inline constexpr int kJsonDepth = 64;
-/// Each of batch, heads, kv_heads, tq, tk, dk, dv.
-inline constexpr int64_t kDim = int64_t{1} << 20;
-/// Elements of each tensor (q, k, v, dout, key_valid, mask, bias, and the
-/// arrays of a fixture's args): 512 MiB as doubles.
-inline constexpr int64_t kTensorElements = int64_t{1} << 26;
-/// Scores, batch * heads * tq * tk: what the oracle and every
-/// implementation store per element (the oracle about 80 bytes, 1.3 GiB
-/// here, and about a minute and a half on one core).
-inline constexpr int64_t kScores = int64_t{1} << 24;
-/// Magnitude of a window bound (-1 = unbounded): key-position arithmetic
-/// stays far from int64 overflow.
-inline constexpr int64_t kWindow = int64_t{1} << 53;
-}  // namespace input_limits
-
-/// Parses JSON text within input_limits (size, nesting). Throws InputError
-/// "WHERE: ..." in one line.
-nlohmann::json parse_json(std::string_view text, const std::string& where);
-
-/// Reads and parses a JSON file within input_limits (at most `max_bytes`:
-/// a pipe or an endless device is read up to it, never forever); throws
-/// InputError "PATH: ..." in one line (cannot open, too large, not valid
-/// JSON).
-nlohmann::json read_json_file(const std::string& path,
-                              int64_t max_bytes = input_limits::kFileBytes);
-
-/// A JSON value in at most 40 characters on one line, for error messages.
-std::string json_brief(const nlohmann::json& j);
-
-/// "number", "string", "array", ...: a JSON value's type for error messages.
-std::string json_type_name(const nlohmann::json& j);
-
-/// A double as JSON: a number that reads back bit-exactly, or the strings
-/// "inf", "-inf", "nan".
-nlohmann::json number_to_json(double x);
-
-/// Reads a number written by number_to_json; throws InputError naming
-/// `where` otherwise.
-double number_from_json(const nlohmann::json& j, const std::string& where);
-
-/// An "attncheck-problem-1" object.
-nlohmann::json problem_to_json(const Problem& p);
-
-/// Parses an "attncheck-problem-1" object (optional fields take their
-/// defaults, a null scale is the default scale); validates it. Throws
-/// InputError naming `where` and the field.
-Problem problem_from_json(const nlohmann::json& j, const std::string& where);
-
-/// An "attncheck-fixture-1" object.
-nlohmann::json fixture_to_json(const Fixture& f);
-
-/// Parses a problem or a fixture (a problem becomes a fixture with empty
-/// args and meta); validates the problem, the fixture's meta (string
-/// fields, a seed below 2^53) and that args is an object. The values of
-/// args are the property's to check (PropertyDef::validate_args, before
-/// replay). Throws InputError naming `where` and the field.
-Fixture fixture_from_json(const nlohmann::json& j, const std::string& where);
-
-/// Reads a file holding either a problem or a fixture: read_json_file and
-/// fixture_from_json. Throws InputError naming the file and the field.
+/// Reads a file holding either a problem or a fixture (within the input
+/// limits of formats/json.h), validating the problem, the fixture's meta
+/// (string fields, a seed below 2^53) and that args is an object; the
+/// values of args are the property's to check, before replay. Throws
+/// InputError naming the file and the field.
 Fixture load_fixture(const std::string& path);
 
 /// Writes a fixture, creating parent directories, as an output file is
@@ -100,7 +37,28 @@ Fixture load_fixture(const std::string& path);
 /// InputError "fixture: cannot write 'PATH': why".
 void save_fixture(const std::string& path, const Fixture& f);
 
-/// The "attncheck-oracle-1" object for a problem and its oracle result.
-nlohmann::json oracle_to_json(const Problem& p, const OracleResult& r);
+// ---- The expected-failures list (SPEC 5.2) ----
+// (implementation, property) pairs that fail because of known upstream
+// behaviour, reported xfail (and xpass when they pass).
+
+/// Where `attncheck check` reads the list, relative to the working
+/// directory: a project keeps its own list.
+inline constexpr const char* kExpectedFailuresPath = "fixtures/expected-failures.json";
+
+/// A loaded list.
+struct ExpectedFailures {
+  std::string path;  ///< the file it was read from, named in an xpass's message
+  std::set<std::pair<std::string, std::string>> entries;  ///< (impl, property)
+
+  /// True when `property` on `impl` is expected to fail.
+  bool expects(const std::string& impl, const std::string& property) const {
+    return entries.count({impl, property}) > 0;
+  }
+};
+
+/// Reads the list at `path`: an array of {"impl", "property", "reason"}, or
+/// an object holding that array under "expected_failures". A missing file
+/// is an empty list. Throws InputError naming `path` for anything else.
+ExpectedFailures load_expected_failures(const std::string& path);
 
 }  // namespace attncheck

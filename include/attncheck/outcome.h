@@ -42,8 +42,8 @@ struct RealSizeCounts {
 
 /// "16 shapes: 10 judged, 4 beyond the declared precision, 1 discarded, 1
 /// unsupported"; zero counts after judged are left out. `beyond_judged`:
-/// the property judges the shapes beyond the declared precision
-/// (PropertyDef::judges_beyond_precision), so they are among the judged;
+/// the property judges the shapes beyond the declared precision (SPEC 3:
+/// AsAccurateAsBaseline's subject), so they are among the judged;
 /// `beyond_judge`: the property that does (named when every shape of
 /// another was beyond the precision), "" when the catalog has none.
 std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged,

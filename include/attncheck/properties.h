@@ -4,18 +4,14 @@
 // the engine's (attncheck/run.h).
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "attncheck/implementation.h"
-#include "attncheck/outcome.h"
 
 namespace attncheck {
-
-struct Fixture;
 
 /// The budget of a run (SPEC 5.2): ci, the default, or thorough (ten times
 /// the cases and larger problems).
@@ -66,90 +62,31 @@ enum class AtSize {
   all,   ///< every fixed shape of the profile, and random draws
 };
 
-struct Case;
-class CaseContext;
-
-/// Draws a case with RapidCheck generators (only inside a property run).
-using DrawFn = std::function<Case(CaseContext&)>;
-/// Judges a case: returns after ctx.passed(), or fails / discards (throws).
-using JudgeFn = std::function<void(CaseContext&, const Case&)>;
-/// Why a property does not apply to an implementation in a dtype, or
-/// nullopt when it does.
-using SkipFn = std::function<std::optional<std::string>(const ImplInfo&, DType)>;
-/// Checks a fixture's args before replay judges them (PropertyDef::validate_args).
-using ValidateArgsFn = std::function<void(const Fixture&)>;
-/// Why a problem is no case of a property (PropertyDef::not_a_case), or
-/// nullopt when it is one.
-using NotACaseFn = std::function<std::optional<std::string>(const Problem&)>;
-
-/// A property's verdict on an implementation object before any case: a
-/// property for layers skips an implementation that is not one.
-struct ObjectVerdict {
-  PropertyStatus status;
-  std::string message;
-};
-
-/// A property of the catalog. It is one of two forms: checked case by case
-/// (draw and judge: the engine, run/, draws and shrinks cases with
-/// RapidCheck, runs the real-size phase and replays fixtures), or run whole
-/// (a statistical test with no single case: `run_whole`). Each family file
-/// of properties/ registers its properties (ATTNCHECK_REGISTER_PROPERTY in
-/// properties/case_context.h); the engine knows none by name.
-struct PropertyDef {
+/// A property of the catalog as a user sees it: what `attncheck list`
+/// prints and what a session (attncheck/session.h) or run_property
+/// (attncheck/run.h) is given. How it draws and judges its cases is the
+/// properties room's own (properties/property_def.h); each family file of
+/// properties/ registers its properties, and the engine knows none by name.
+struct PropertyInfo {
   std::string name;
   std::string statement;  ///< one line for `attncheck list`
   int default_cases = 0;  ///< for the ci profile
-  /// Why the property does not apply to this implementation and dtype, or
-  /// nullopt when it does (empty: it always applies).
-  SkipFn skip_reason;
-  /// Draws and judges a case (case properties; empty for run_whole).
-  DrawFn draw;
-  JudgeFn judge;
-  /// A statistical property's whole run, filling the outcome (empty for
-  /// case properties).
-  std::function<void(const Implementation&, DType, const RunConfig&, PropertyOutcome&)> run_whole;
-  /// Checks the fixture's args that replay reads against its problem (a
-  /// row inside it, permutations of 0..tq-1, ...), so that a hostile
-  /// fixture cannot make the judge index outside the problem. Throws
-  /// InputError "field 'args.KEY': ..."; empty when the property reads no
-  /// args.
-  ValidateArgsFn validate_args;
-  /// Why a problem is no case of this property (SPEC 3: rows have an
-  /// allowed key, except EmptyRowsAreRejected's; a causal property's
-  /// problem is causal...), or nullopt. Replay refuses a fixture whose
-  /// problem is none (its label is a claim), and a shrink pass never keeps
-  /// one. case_property sets rows_have_keys; a family adds its own rule.
-  NotACaseFn not_a_case;
-  /// The keys of the case's args that name a slice of the problem (a row, a
-  /// batch entry, a head): a case carrying one keeps every slice when
-  /// shrunk (run/shrink_passes.cpp).
-  std::vector<std::string> slice_args;
-  /// A verdict on the implementation object before any case, or nullopt
-  /// to go on (empty: always go on).
-  std::function<std::optional<ObjectVerdict>(const Implementation&)> object_verdict;
   /// Whether it runs at real sizes (for `list --verbose` and the docs).
   AtSize at_size = AtSize::no;
-  /// It judges the real-size shapes beyond the declared precision (SPEC 3:
-  /// AsAccurateAsBaseline's subject), which every other property discards:
-  /// the real-size summary counts them among the judged.
-  bool judges_beyond_precision = false;
   /// Where it stands in the catalog: SPEC section 2's order, numbered in
   /// tens so that a new property fits between two (the registry sorts by
   /// it and refuses two properties at one place).
   int position = 0;
-
-  /// A case property (draw and judge), not a statistical one.
-  bool has_cases() const { return static_cast<bool>(judge); }
 };
 
 /// The catalog: every registered property, in the order of SPEC section 2.
-const std::vector<PropertyDef>& property_catalog();
+const std::vector<PropertyInfo>& property_catalog();
 
 /// The property with this name, or nullptr.
-const PropertyDef* find_property(std::string_view name);
+const PropertyInfo* find_property(std::string_view name);
 
 /// The number of cases a property runs under a config.
-int case_budget(const PropertyDef& prop, const RunConfig& config);
+int case_budget(const PropertyInfo& prop, const RunConfig& config);
 
 /// Seed used when neither --seed nor ATTNCHECK_SEED is given.
 inline constexpr uint64_t kDefaultSeed = 20260101;

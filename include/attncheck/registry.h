@@ -1,6 +1,7 @@
 #pragma once
-// The registry of built-in implementations, filled by static registrars
-// (like google/benchmark's BENCHMARK) or at run time by register_impl().
+// This build of attncheck: its version, and the registry of built-in
+// implementations, filled by static registrars (like google/benchmark's
+// BENCHMARK) or at run time by register_impl().
 
 #include <functional>
 #include <memory>
@@ -10,6 +11,9 @@
 #include "attncheck/implementation.h"
 
 namespace attncheck {
+
+/// "0.1.0": the project version CMake configured.
+const char* version();
 
 /// Adds an implementation; throws std::invalid_argument if its name is
 /// malformed or already taken.

@@ -1,7 +1,9 @@
 #pragma once
 // Reporters of a session (attncheck/session.h), beside it as
 // google/benchmark's console and JSON reporters sit beside its runner: the
-// text `attncheck check` prints, the --report JSON and the --junit XML.
+// interface a session hands each outcome to as it comes, and the reporters
+// the harness has: the text `attncheck check` prints, the --report JSON and
+// the --junit XML.
 
 #include <chrono>
 #include <cstdint>
@@ -14,10 +16,21 @@
 
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
-#include "attncheck/reporter.h"
 #include "attncheck/session.h"
 
 namespace attncheck {
+
+/// Receives a session's events, as google/benchmark's reporters do.
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  /// Before the first property runs.
+  virtual void on_start(uint64_t seed, Profile profile, const Shard& shard) = 0;
+  /// After each property ran (expected failures applied).
+  virtual void on_outcome(const PropertyOutcome& outcome) = 0;
+  /// After the last.
+  virtual void on_finish(const SessionResult& result) = 0;
+};
 
 /// The text of `attncheck check`: a header line with the version, seed,
 /// profile and shard; a line per outcome (a failure's whole report after

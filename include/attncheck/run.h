@@ -14,16 +14,18 @@ namespace attncheck {
 
 struct Fixture;
 
-/// Runs `prop` on `impl` in `dtype`, or reports it skipped with the reason.
-/// Never throws for a misbehaving implementation: its exceptions are failures.
-PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
+/// Runs `prop` (a property of the catalog) on `impl` in `dtype`, or reports
+/// it skipped with the reason. Never throws for a misbehaving
+/// implementation: its exceptions are failures. Throws InputError "unknown
+/// property 'NAME'" for a name property_catalog() does not hold.
+PropertyOutcome run_property(const PropertyInfo& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config);
 
 /// The outcome run_property gives without calling the implementation: a
 /// skip with its reason (an undeclared combination, dtype or feature), or
 /// a verdict on the object itself (a layer that is none); nullopt when the
 /// property would call it.
-std::optional<PropertyOutcome> outcome_without_calls(const PropertyDef& prop,
+std::optional<PropertyOutcome> outcome_without_calls(const PropertyInfo& prop,
                                                      const Implementation& impl, DType dtype,
                                                      const RunConfig& config);
 

@@ -14,9 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attncheck/expected_failures.h"
+#include "attncheck/fixture.h"
 #include "attncheck/implementation.h"
-#include "attncheck/isolation_options.h"
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
 
@@ -61,7 +60,7 @@ struct SessionConfig {
   /// The implementations, in order; empty = default_impls().
   std::vector<std::shared_ptr<const Implementation>> impls;
   /// The properties, in order; empty = the whole catalog.
-  std::vector<const PropertyDef*> properties;
+  std::vector<const PropertyInfo*> properties;
   /// Only this dtype; nullopt = session_dtypes' default.
   std::optional<DType> dtype;
   /// Seed (resolve_seed), profile, cases, strict, where failures are saved.
@@ -81,7 +80,7 @@ struct SessionConfig {
 struct WorkItem {
   std::shared_ptr<const Implementation> impl;
   DType dtype;
-  const PropertyDef* property;
+  const PropertyInfo* property;
 };
 
 /// The items of config.shard, in the order of the whole list:

@@ -21,7 +21,7 @@ std::string test_name_part(std::string s) {
 
 class PropertyTest : public testing::Test {
  public:
-  PropertyTest(std::shared_ptr<const Implementation> impl, const PropertyDef* prop, DType dtype,
+  PropertyTest(std::shared_ptr<const Implementation> impl, const PropertyInfo* prop, DType dtype,
                RunConfig config)
       : impl_(std::move(impl)), prop_(prop), dtype_(dtype), config_(std::move(config)) {}
 
@@ -41,7 +41,7 @@ class PropertyTest : public testing::Test {
 
  private:
   std::shared_ptr<const Implementation> impl_;
-  const PropertyDef* prop_;
+  const PropertyInfo* prop_;
   DType dtype_;
   RunConfig config_;
 };

@@ -17,10 +17,10 @@
 #include <fmt/ranges.h>
 
 #include "core/cancel.h"
-#include "attncheck/error.h"
-#include "attncheck/expected_failures.h"
-#include "core/features.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
+#include "core/features.h"
 #include "host/isolation.h"
 #include "core/fields.h"
 #include "host/impl_sources.h"
@@ -30,7 +30,7 @@
 #include "attncheck/run.h"
 #include "formats/report.h"
 #include "attncheck/session.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 #include "problem_convert.h"
 #include "python_impl.h"
 
@@ -151,7 +151,7 @@ class Checker {
   py::dict run(const std::string& property, const std::string& dtype, uint64_t seed,
                const std::string& profile, int cases, bool strict,
                const std::string& save_failures_dir, const std::string& expected_failures) {
-    const PropertyDef* prop = find_property(property);
+    const PropertyInfo* prop = find_property(property);
     if (!prop) throw InputError(fmt::format("unknown property '{}'", property));
     SessionConfig config;
     config.impls = {impl_};
@@ -253,7 +253,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("properties", [] {
     std::vector<std::pair<std::string, std::string>> ps;
-    for (const PropertyDef& p : property_catalog()) ps.emplace_back(p.name, p.statement);
+    for (const PropertyInfo& p : property_catalog()) ps.emplace_back(p.name, p.statement);
     return ps;
   });
   // A dtype or combination's parts (q, kv, out) in SPEC 5.2's spelling,

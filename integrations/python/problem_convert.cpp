@@ -12,8 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/dtype_blocks.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "core/fields.h"
 
 namespace attncheck::python {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/isolation.h"
 #include "host/plugin_loader.h"
 #include "problem_convert.h"

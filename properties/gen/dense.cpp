@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "core/broadcast.h"
 #include "properties/gen/coverage.h"
 #include "properties/gen/draws.h"

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck::gen {
 namespace detail {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "core/broadcast.h"
 #include "core/transforms.h"
 #include "properties/gen/coverage.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "properties/gen/coverage.h"
 #include "properties/gen/draws.h"
 

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "attncheck/dtype.h"
-#include "attncheck/error.h"
 #include "attncheck/implementation.h"
 
 namespace attncheck {

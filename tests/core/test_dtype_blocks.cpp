@@ -9,8 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 namespace {

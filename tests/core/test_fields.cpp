@@ -24,7 +24,7 @@
 #include <boost/pfr/core.hpp>
 #include <gtest/gtest.h>
 
-#include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "core/text.h"
 #include "formats/declaration_text.h"
 #include "properties/gen/generators.h"

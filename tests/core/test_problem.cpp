@@ -6,7 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/problem.h"
 
 namespace attncheck {

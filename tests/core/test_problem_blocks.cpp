@@ -6,8 +6,7 @@
 
 #include <string>
 
-#include "attncheck/dtype_blocks.h"
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/problem.h"
 
 namespace attncheck {

@@ -5,7 +5,7 @@
 #include <cfloat>
 #include <cmath>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {

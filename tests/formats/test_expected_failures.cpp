@@ -1,7 +1,7 @@
 // The expected-failures list (SPEC 5.2): both of its forms, a missing file,
 // and one line naming the file for anything else.
 
-#include "attncheck/expected_failures.h"
+#include "attncheck/fixture.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 namespace {

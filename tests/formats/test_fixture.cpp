@@ -3,6 +3,7 @@
 // input.
 
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 
 #include <bit>
 #include <cmath>
@@ -21,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 namespace attncheck {
 namespace {

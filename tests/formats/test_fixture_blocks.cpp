@@ -9,9 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 
 namespace attncheck {
 namespace {

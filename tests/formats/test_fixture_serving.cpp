@@ -16,8 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 
 namespace attncheck {
 namespace {

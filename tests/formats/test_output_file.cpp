@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "formats/output_file.h"
 
 namespace attncheck {

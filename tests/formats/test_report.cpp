@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 #include "formats/output_file.h"
 
 namespace attncheck {

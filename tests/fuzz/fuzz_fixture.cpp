@@ -16,11 +16,13 @@
 #include <string>
 #include <string_view>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
 #include "attncheck/registry.h"
 #include "fuzz_target.h"
 
@@ -65,7 +67,7 @@ void run(const uint8_t* data, size_t size) {
   // reproducers corpus/fixture/repro-* were bugs there), whatever the size
   // of the problem.
   const std::string property = f.meta.value("property", std::string());
-  const PropertyDef* prop = find_property(property);
+  const PropertyDef* prop = find_property_def(property);
   if (prop && prop->validate_args) {
     try {
       prop->validate_args(f);

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "host/abi_marshal.h"
 
 namespace attncheck {

@@ -22,6 +22,8 @@
 #include "host/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "attncheck/session.h"
 #include "properties/gen/generators.h"
@@ -320,10 +322,10 @@ TEST(Isolation, AfterAHangOtherPropertiesKeepTheirVerdictsWithinTheRunsBound) {
   config.run.seed = kDefaultSeed;
   config.run.cases = 20;
   config.run.real_sizes = false;
-  const PropertyDef* gradients = find_property("GradientsMatchOracle");  // no BACKWARD
+  const PropertyDef* gradients = find_property_def("GradientsMatchOracle");  // no BACKWARD
   config.properties = {find_property("MatchesOracle"), gradients};
   // The same property again and again: more hanging runs than the bound.
-  const PropertyDef* rows = find_property("RowSumsToOne");
+  const PropertyDef* rows = find_property_def("RowSumsToOne");
   for (int k = 0; k < kMaxHangsPerRun; ++k) config.properties.push_back(rows);
   config.properties.push_back(gradients);
   const SessionResult result = run_session(config, {});

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <limits>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "host/plugin_loader.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"

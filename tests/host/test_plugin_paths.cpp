@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/run.h"

@@ -21,6 +21,8 @@
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "judge/tolerance.h"
 #include "tests/impls/size_dependent_twins.h"
@@ -54,7 +56,7 @@ std::vector<SmallCase> small_cases() {
     if (!twin) continue;  // IsRegisteredAsBroken reports it
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
       if (!twin->info().supports(d)) continue;
-      for (const PropertyDef& p : property_catalog()) cases.push_back({std::string(name), p.name, d});
+      for (const PropertyDef& p : property_defs()) cases.push_back({std::string(name), p.name, d});
     }
   }
   return cases;
@@ -78,7 +80,7 @@ class SizeDependentTwinOnSmallProblems : public testing::TestWithParam<SmallCase
 
 TEST_P(SizeDependentTwinOnSmallProblems, IsNotCaught) {
   const SmallCase& c = GetParam();
-  const PropertyDef* prop = find_property(c.property);
+  const PropertyDef* prop = find_property_def(c.property);
   ASSERT_NE(prop, nullptr);
   const bool made_to_catch = c.property == impl(c.impl)->info().caught_by;
   const PropertyOutcome o =
@@ -372,7 +374,7 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
   const auto twin = find_impl(GetParam().impl);
   ASSERT_TRUE(twin);
-  const PropertyDef* prop = find_property(twin->info().caught_by);
+  const PropertyDef* prop = find_property_def(twin->info().caught_by);
   ASSERT_NE(prop, nullptr);
   RunConfig config;
   config.seed = GetParam().seed;  // the CI profile, real sizes on

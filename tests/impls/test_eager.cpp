@@ -12,6 +12,8 @@
 
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "test_support.h"
 
@@ -94,7 +96,7 @@ TEST(Eager, EveryDeclaredPropertyPassesOrIsSkippedWithItsReason) {
     const auto i = impl(name);
     const DType d = i->info().precision.p_cast;
     for (uint64_t seed : {1, 2, 3}) {
-      for (const PropertyDef& prop : property_catalog()) {
+      for (const PropertyDef& prop : property_defs()) {
         const PropertyOutcome o = run_property(prop, *i, d, config_with_seed(seed));
         EXPECT_TRUE(o.status == PropertyStatus::passed || o.status == PropertyStatus::skipped)
             << name << " " << prop.name << " seed " << seed << ": " << o.message;
@@ -116,14 +118,14 @@ TEST(Eager, EveryDeclaredPropertyPassesOrIsSkippedWithItsReason) {
 TEST(Eager, ExtremeScoresStayJudgeableWhereScoresStayInFloat) {
   // The skip is the declared precision's, not the format's: bf16 inputs
   // with float scores (batched_bf16) still have extreme scores to judge.
-  const PropertyDef* prop = find_property("ExtremeScoresStayFinite");
+  const PropertyDef* prop = find_property_def("ExtremeScoresStayFinite");
   ASSERT_NE(prop, nullptr);
   EXPECT_EQ(prop->skip_reason(impl("batched_bf16")->info(), DType::bf16), std::nullopt);
   EXPECT_NE(prop->skip_reason(impl("eager_bf16")->info(), DType::bf16), std::nullopt);
 }
 
 TEST(Eager, TwinThatHidesItsScoreStorageIsCaughtByMatchesOracle) {
-  const PropertyDef* prop = find_property("MatchesOracle");
+  const PropertyDef* prop = find_property_def("MatchesOracle");
   ASSERT_NE(prop, nullptr);
   for (uint64_t seed : {1, 2, 3}) {
     const PropertyOutcome o = run_property(*prop, *impl("broken_eager_bf16_undeclared_s_cast"),

@@ -8,6 +8,8 @@
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "judge/tolerance.h"
 #include "test_support.h"
@@ -19,7 +21,7 @@ using test_support::impl;
 
 TEST(Flush, TwinThatFlushesBelow2ToTheMinus100IsCaught) {
   const auto twin = impl("broken_exp_flushes_tiny");
-  const PropertyDef* prop = find_property(twin->info().caught_by);
+  const PropertyDef* prop = find_property_def(twin->info().caught_by);
   ASSERT_NE(prop, nullptr);
   for (uint64_t seed : {1, 2, 3}) {
     RunConfig config;

@@ -11,6 +11,8 @@
 
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {
@@ -39,7 +41,7 @@ TEST(Fp8P, TheScaledKernelPassesEveryPropertyUnderTheCiProfile) {
   int passed = 0;
   for (DType d : {DType::f32, DType::bf16}) {
     ASSERT_TRUE(impl->info().supports_output(d));
-    for (const PropertyDef& prop : property_catalog()) {
+    for (const PropertyDef& prop : property_defs()) {
       const auto start = std::chrono::steady_clock::now();
       const PropertyOutcome o = run_property(prop, *impl, d, config);
       const double s =
@@ -61,7 +63,7 @@ TEST(Fp8P, TheScaledKernelPassesEveryPropertyUnderTheCiProfile) {
 TEST(Fp8P, TheUnscaledTwinIsStillCaught) {
   const auto impl = find_impl("broken_fp8_p_unscaled");
   ASSERT_NE(impl, nullptr);
-  const PropertyDef* prop = find_property(impl->info().caught_by);
+  const PropertyDef* prop = find_property_def(impl->info().caught_by);
   ASSERT_NE(prop, nullptr);
   RunConfig config;
   config.seed = kDefaultSeed;

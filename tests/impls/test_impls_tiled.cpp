@@ -19,6 +19,8 @@
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "judge/tolerance.h"
 #include "test_support.h"

@@ -14,11 +14,13 @@
 #include <string_view>
 #include <vector>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "core/transforms.h"
 #include "tests/impls/block_twins.h"
 
@@ -36,7 +38,7 @@ RunConfig ci_config(const DTypeCombo& combo, uint64_t seed = kDefaultSeed) {
 }
 
 const PropertyDef& property(const std::string& name) {
-  const PropertyDef* p = find_property(name);
+  const PropertyDef* p = find_property_def(name);
   if (!p) throw std::runtime_error("no property " + name);
   return *p;
 }

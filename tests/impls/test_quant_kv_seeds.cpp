@@ -9,6 +9,8 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 
 namespace attncheck {
 namespace {
@@ -18,7 +20,7 @@ TEST(QuantKv, TheReferencesPassEveryPropertyOnSeedsOneToThree) {
     for (uint64_t seed : {1, 2, 3}) {
       RunConfig config;
       config.seed = seed;
-      for (const PropertyDef& p : property_catalog()) {
+      for (const PropertyDef& p : property_defs()) {
         const PropertyOutcome o = run_property(p, *find_impl(name), DType::f32, config);
         EXPECT_TRUE(o.status == PropertyStatus::passed || o.status == PropertyStatus::skipped)
             << name << " seed " << seed << " " << p.name << ": " << status_name(o.status) << " "

@@ -31,6 +31,8 @@
 #include "properties/gen/generators.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "attncheck/fixture.h"
 #include "impls/impl_common.h"
@@ -462,7 +464,7 @@ TEST(TorchFindings, TheCatalogFailsExactlyTheListedExpectedFailures) {
   std::vector<std::string> adapters = kAdapters;
   adapters.insert(adapters.end(), k16BitAdapters.begin(), k16BitAdapters.end());
   for (const std::string& name : adapters) {
-    for (const PropertyDef& prop : property_catalog()) {
+    for (const PropertyDef& prop : property_defs()) {
       SCOPED_TRACE(name + " " + prop.name);
       const PropertyOutcome o = run_property(prop, *impl(name), dtype_of(name), config);
       if (listed.count({name, prop.name})) {

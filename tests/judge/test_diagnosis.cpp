@@ -21,6 +21,8 @@
 #include "judge/diagnosis.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "formats/report.h"
 #include "core/bugs.h"
@@ -97,8 +99,8 @@ const std::vector<Expected> kBrokenInTable = broken_in_table();
 // that one is statistical (ScaledScoreVarianceNearOne): a statistical
 // property has no single shrunk case to diagnose.
 const PropertyDef& diagnosing_property(const ImplInfo& info) {
-  const PropertyDef* p = find_property(info.caught_by);
-  if (p == nullptr || p->run_whole) p = find_property("MatchesOracle");
+  const PropertyDef* p = find_property_def(info.caught_by);
+  if (p == nullptr || p->run_whole) p = find_property_def("MatchesOracle");
   return *p;
 }
 
@@ -111,7 +113,7 @@ TEST_P(BrokenIsDiagnosed, ByThePropertyMadeToCatchIt) {
     GTEST_SKIP() << "caught only at real sizes, and ATTNCHECK_REAL_SIZES=0";
   }
   const PropertyDef& prop = GetParam().property.empty() ? diagnosing_property(impl->info())
-                                                        : *find_property(GetParam().property);
+                                                        : *find_property_def(GetParam().property);
   expect_diagnosed(run_property(prop, *impl, DType::f64, ci_config()), GetParam().hypothesis);
 }
 
@@ -637,7 +639,7 @@ TEST(Diagnosis, MostCatalogFailuresOfKnownClassesGetTheRightName) {
     const auto impl = find_impl(e.impl);
     ASSERT_NE(impl, nullptr) << e.impl;
     const PropertyDef& prop =
-        e.property.empty() ? diagnosing_property(impl->info()) : *find_property(e.property);
+        e.property.empty() ? diagnosing_property(impl->info()) : *find_property_def(e.property);
     for (const uint64_t seed : {kDefaultSeed, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
       RunConfig config = ci_config();
       config.seed = seed;

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 
 // The generated-problem sample below needs the generators
 // (attncheck::properties).

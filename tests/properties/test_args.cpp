@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "formats/json.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {
@@ -136,7 +138,7 @@ std::vector<ArgsCase> bad_cases() {
 TEST(Args, EachPropertyChecksWhatItReadsAgainstTheProblem) {
   for (const ArgsCase& c : bad_cases()) {
     SCOPED_TRACE(c.name);
-    const PropertyDef* prop = find_property(c.property);
+    const PropertyDef* prop = find_property_def(c.property);
     ASSERT_NE(prop, nullptr);
     ASSERT_TRUE(prop->validate_args);
     try {
@@ -165,7 +167,7 @@ TEST(Args, ReplayRefusesArgsOutsideTheProblemBeforeJudging) {
 TEST(Args, MessagesSayWhatIsWrong) {
   const auto message = [](const char* property, const json& args) -> std::string {
     try {
-      find_property(property)->validate_args(fixture(property, args));
+      find_property_def(property)->validate_args(fixture(property, args));
     } catch (const InputError& e) {
       return e.what();
     }
@@ -205,7 +207,7 @@ TEST(Args, ValidArgsOfEveryKindThePropertiesWrite) {
     SCOPED_TRACE(property);
     json with_extra = args;
     with_extra["something_new"] = {{"any", "thing"}};
-    EXPECT_NO_THROW(find_property(property)->validate_args(fixture(property, with_extra)));
+    EXPECT_NO_THROW(find_property_def(property)->validate_args(fixture(property, with_extra)));
   }
 }
 
@@ -213,7 +215,7 @@ TEST(Args, ArgsAPropertyDoesNotReadAreNotItsConcern) {
   // A row outside the problem means nothing to MatchesOracle, which reads
   // no args.
   const Fixture f = fixture("MatchesOracle", {{"row", {9, 9, 9}}});
-  const PropertyDef* prop = find_property("MatchesOracle");
+  const PropertyDef* prop = find_property_def("MatchesOracle");
   ASSERT_NE(prop, nullptr);
   EXPECT_FALSE(prop->validate_args);
   const auto impl = find_impl("loop_f64");

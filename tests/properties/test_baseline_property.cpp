@@ -14,7 +14,7 @@
 #include <iostream>
 #include <string>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"

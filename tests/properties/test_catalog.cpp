@@ -12,6 +12,8 @@
 
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "tests/impls/block_twins.h"
 #include "tests/impls/size_dependent_twins.h"
@@ -39,7 +41,7 @@ TEST(BrokenCatalog, EveryBugIsCaughtWithASmallCounterexample) {
     if (test_support::caught_only_at_real_size(info.name)) continue;
     // Two-block bugs (block_twins.h): the real-size phase, when it is on.
     if (test_support::needs_two_blocks(info.name) && !real_sizes_enabled()) continue;
-    const PropertyDef* prop = find_property(info.caught_by);
+    const PropertyDef* prop = find_property_def(info.caught_by);
     ASSERT_NE(prop, nullptr) << info.name << ": unknown property " << info.caught_by;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
       if (!info.supports_output(d)) continue;

@@ -21,6 +21,8 @@
 
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "impls/impl_common.h"
 
@@ -72,7 +74,7 @@ std::vector<Case> cases(Profile profile) {
     const auto impl = make(twins()[t]);
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
       if (!impl->info().supports_output(d)) continue;
-      for (const PropertyDef& p : property_catalog()) v.push_back({t, p.name, d, profile});
+      for (const PropertyDef& p : property_defs()) v.push_back({t, p.name, d, profile});
     }
   }
   return v;

@@ -19,6 +19,8 @@
 #include "attncheck/oracle.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "judge/tolerance.h"
 
@@ -342,7 +344,7 @@ TEST(GradientsMatchOracle, SkipsABackwardWhoseQIsQuantizedInBlocks) {
   ImplInfo info = impls::reference_info("q8_q_backward", DType::f32,
                                         impls::kLoopFeatures | ATTNCHECK_FEATURE_BACKWARD,
                                         EmptyRowPolicy::error, "test");
-  const PropertyDef* prop = find_property("GradientsMatchOracle");
+  const PropertyDef* prop = find_property_def("GradientsMatchOracle");
   ASSERT_NE(prop, nullptr);
   EXPECT_EQ(prop->skip_reason(info, DType::f32), std::nullopt);
   ImplInfo declared = info;

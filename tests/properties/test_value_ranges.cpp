@@ -11,10 +11,12 @@
 #include <memory>
 #include <string>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 
 namespace attncheck {
@@ -61,7 +63,7 @@ RunConfig config() {
 TEST(ExtremeScores, QIsScaledWithinItsOwnFormat) {
   const auto base = find_impl("loop_f32");
   ASSERT_TRUE(base);
-  const PropertyDef* prop = find_property("ExtremeScoresStayFinite");
+  const PropertyDef* prop = find_property_def("ExtremeScoresStayFinite");
   ASSERT_TRUE(prop);
   // f16 reaches 65504, E4M3 448: far below the scores 2^7 .. 2^17 of an f32
   // accumulation unless q is aimed within them.
@@ -111,7 +113,7 @@ TEST(ValueLinearity, ValuesNearTheTopOfTheOutputFormatAreStillJudged) {
 // magnitude, values up to the generator's top): they are discarded, never
 // judged, so correct kernels keep passing.
 TEST(ValueLinearity, CorrectDescaledKernelsPass) {
-  const PropertyDef* prop = find_property("ValueLinearity");
+  const PropertyDef* prop = find_property_def("ValueLinearity");
   ASSERT_TRUE(prop);
   for (const char* name : {"loop_f32", "paged_online_f32"}) {
     SCOPED_TRACE(name);

@@ -17,10 +17,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "attncheck/error.h"
-#include "attncheck/fixture.h"
+#include "attncheck/dtype.h"
+#include "formats/json.h"
 #include "formats/report.h"
-#include "attncheck/version.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 namespace {

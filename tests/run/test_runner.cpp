@@ -15,6 +15,8 @@
 #include "attncheck/fixture.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
+#include "properties/property_def.h"
+#include "run/run_property.h"
 #include "attncheck/registry.h"
 #include "properties/case_context.h"
 #include "properties/gen/generators.h"
@@ -49,7 +51,7 @@ std::vector<Case> correct_cases() {
     if (impl->info().kind == Kind::broken) continue;
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
       if (!impl->info().supports_output(d)) continue;
-      for (const PropertyDef& p : property_catalog()) cases.push_back({impl->info().name, p.name, d});
+      for (const PropertyDef& p : property_defs()) cases.push_back({impl->info().name, p.name, d});
     }
   }
   return cases;
@@ -68,7 +70,7 @@ std::vector<Case> broken_cases() {
 
 PropertyOutcome run(const Case& c, const RunConfig& config = ci_config()) {
   const auto impl = find_impl(c.impl);
-  const PropertyDef* prop = find_property(c.property);
+  const PropertyDef* prop = find_property_def(c.property);
   if (!impl || !prop) throw std::runtime_error("unknown " + c.impl + " or " + c.property);
   return run_property(*prop, *impl, c.dtype, config);
 }
@@ -148,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(ServingForms, BrokenImplementation, testing::ValuesIn(s
                          case_name);
 
 TEST(Catalog, EveryPropertyHasABrokenImplementationMadeForIt) {
-  for (const PropertyDef& p : property_catalog()) {
+  for (const PropertyDef& p : property_defs()) {
     bool found = false;
     for (const Case& c : broken_cases()) found = found || c.property == p.name;
     EXPECT_TRUE(found) << p.name << " has no broken implementation";
@@ -156,7 +158,7 @@ TEST(Catalog, EveryPropertyHasABrokenImplementationMadeForIt) {
 }
 
 TEST(Catalog, FullFeatureReferencePassesEveryPropertyWithoutSkips) {
-  for (const PropertyDef& p : property_catalog()) {
+  for (const PropertyDef& p : property_defs()) {
     // MultiHeadConsistency is for layers: mha_f32 carries it.
     const Case c = p.name == "MultiHeadConsistency" ? Case{"mha_f32", p.name, DType::f32}
                                                     : Case{"loop_f64", p.name, DType::f64};
@@ -182,7 +184,7 @@ TEST(Catalog, NamesAreTheDocumentedOnesInOrder) {
     if (in_catalog && std::regex_search(line, m, opening)) documented.push_back(m[1]);
   }
   std::vector<std::string> names;
-  for (const PropertyDef& p : property_catalog()) names.push_back(p.name);
+  for (const PropertyDef& p : property_defs()) names.push_back(p.name);
   EXPECT_EQ(names, documented);
 }
 
@@ -379,7 +381,7 @@ TEST(Runner, TheFailingCallIsKeptWithoutACopy) {
   // as they are, and the report's failing call is that very problem.
   const auto base = find_impl("loop_f32");
   ASSERT_TRUE(base);
-  const PropertyDef* prop = find_property("GroupedQueryEquivalence");
+  const PropertyDef* prop = find_property_def("GroupedQueryEquivalence");
   ASSERT_TRUE(prop);
   KeyStorageRecorder impl(base);
   RunConfig config = ci_config();
@@ -431,7 +433,7 @@ TEST(Runner, ARealSizeShapeBeyondThePrecisionIsNotCalledByToleranceJudges) {
   ASSERT_TRUE(base);
   for (const char* name : {"OutputInConvexHull", "MaskedWeightsAreZero"}) {
     Bf16AccumulationCounter impl(base);
-    const PropertyDef* prop = find_property(name);
+    const PropertyDef* prop = find_property_def(name);
     ASSERT_TRUE(prop);
     const PropertyOutcome o = run_property(*prop, impl, DType::f32, ci_config());
     EXPECT_EQ(o.status, PropertyStatus::passed) << name << ": " << o.message;

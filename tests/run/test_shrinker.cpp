@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/error.h"
+#include "attncheck/dtype.h"
 #include "attncheck/registry.h"
 #include "core/cancel.h"
 #include "properties/case_context.h"

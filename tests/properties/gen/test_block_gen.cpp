@@ -12,7 +12,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "attncheck/dtype_blocks.h"
+#include "attncheck/dtype.h"
 #include "attncheck/registry.h"
 #include "properties/gen/generators.h"
 
