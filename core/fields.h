@@ -93,7 +93,7 @@ constexpr Member<S, M> member(Field f, M S::*ptr) {
   return {f, ptr};
 }
 
-/// The version 2 parts of a problem (SPEC 1.1) the Python bridge does not
+/// The serving parts of a problem (SPEC 1.1) the Python bridge does not
 /// offer (_declare.py): sinks, descales, packed and paged layouts. Its
 /// input formats (q_dtype, kv_dtype: mixed, fp8 and block K/V) it does.
 inline constexpr unsigned kNotPython = kAll & ~kPython;

@@ -176,7 +176,7 @@ int64_t Problem::score_bytes(DType d) const {
   return score_elements() * bytes;
 }
 
-uint32_t Problem::v2_features() const {
+uint32_t Problem::serving_features() const {
   uint32_t f = 0;
   if (!sink.empty()) f |= ATTNCHECK_FEATURE_SINK;
   if (packed) f |= ATTNCHECK_FEATURE_PACKED;
@@ -185,8 +185,8 @@ uint32_t Problem::v2_features() const {
   return f;
 }
 
-bool Problem::needs_v2() const {
-  return v2_features() != 0 || q_dtype.value_or(dtype) != dtype ||
+bool Problem::needs_abi_v2() const {
+  return serving_features() != 0 || q_dtype.value_or(dtype) != dtype ||
          kv_dtype.value_or(dtype) != dtype;
 }
 

@@ -518,7 +518,7 @@ void refuse_masks_of_varlen(Reader& r, const Problem& p) {
 }  // namespace
 
 // The fields the file lays out by hand (SPEC 5.3's tensors, masks,
-// "window", the version 2 parts); the walk of core/fields.h writes every
+// "window", the serving parts); the walk of core/fields.h writes every
 // other one: a number, true or false, a format's name.
 constexpr std::array<std::string_view, 14> kWrittenByHand{
     "q",         "k",        "v",       "key_valid", "mask",   "bias", "align", "window_left",

@@ -62,7 +62,7 @@ void read_stages(const attncheck_stages& s, PrecisionTraits& t) {
 }
 
 // The precision of a descriptor of either version or of a path: their
-// version 2 parts (s_cast, ftz_formats, stages) have the same names.
+// serving parts (s_cast, ftz_formats, stages) have the same names.
 // `stages` is NULL where a descriptor's struct_size does not cover them.
 template <typename Declaration>
 PrecisionTraits precision_of(const Declaration& d, const attncheck_stages* stages) {

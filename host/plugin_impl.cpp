@@ -269,11 +269,11 @@ class PluginImpl : public Implementation {
     }
   }
 
-  // SPEC 5.1: the harness never hands an implementation a version 2 part it
+  // SPEC 5.1: the harness never hands an implementation a serving part it
   // did not declare, and a version 1 plugin none at all (its problem has no
   // field for it).
   void check_declared(const Problem& p) const {
-    const std::string part = undeclared_v2_part(info_, p);
+    const std::string part = undeclared_serving_part(info_, p);
     if (part.empty()) return;
     if (Version == 1) {
       throw InputError(fmt::format(

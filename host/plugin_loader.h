@@ -75,7 +75,7 @@ void validate_plugin_descriptor(const attncheck_v1_impl& d, size_t index,
 /// lives (the dlopen handle). The problem it hands over is version 2 (its
 /// abi_version 2, the formats, descales, sink and sequence layout filled,
 /// dsink asked for when there is a sink); a problem that needs a version 2
-/// part the descriptor does not declare (undeclared_v2_part) is refused
+/// part the descriptor does not declare (undeclared_serving_part) is refused
 /// with InputError before the plugin is called. After a forward that
 /// returns OK, a descriptor with last_path is asked which path the call
 /// took (ForwardResult::path); an answer outside -1 .. n_paths - 1 throws

@@ -1,5 +1,5 @@
 // The f32 reference: the loop kernel in float, forward and backward,
-// rejecting empty rows. Every version 2 feature (SPEC 1.1): sinks, packed
+// rejecting empty rows. Every serving feature (SPEC 1.1): sinks, packed
 // sequences, paged K/V (forward only) and descaled inputs, bf16 and fp8
 // values decoded into float exactly; with a bf16 output the float result
 // is rounded once at the end.

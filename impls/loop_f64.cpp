@@ -1,5 +1,5 @@
 // The f64 reference: the loop kernel in double, forward and backward,
-// rejecting empty rows. Every version 2 feature (SPEC 1.1): sinks (with
+// rejecting empty rows. Every serving feature (SPEC 1.1): sinks (with
 // d sink in the backward), packed sequences, paged K/V (forward only) and
 // descaled inputs in any narrower format, which double holds exactly.
 

@@ -29,7 +29,7 @@ inline constexpr int64_t kPagedSplitKeys = 256;
 /// What the serving kernel computes: key padding (a dense sequence's
 /// length, as sequence_problem gives a sequence without keys), causal masks
 /// and windows in either alignment, GQA, softcap, any scale and strides,
-/// lse, and every version 2 feature; no explicit mask or bias (SPEC 1.1:
+/// lse, and every serving feature; no explicit mask or bias (SPEC 1.1:
 /// packed and paged problems have none), no weights, no backward.
 inline constexpr Features kPagedOnlineFeatures =
     ATTNCHECK_FEATURE_KEY_VALID | ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_WINDOW |

@@ -81,7 +81,7 @@ void judge_agreement(CaseContext& ctx, const Case& c) {
   const auto partner = partner_for(ctx.info(), ctx.dtype());
   if (!partner) ctx.discard("no partner implementation");
   const ForwardResult r = ctx.call_ok(p);
-  if (const std::string part = undeclared_v2_part(partner->info(), p); !part.empty()) {
+  if (const std::string part = undeclared_serving_part(partner->info(), p); !part.empty()) {
     ctx.fail(fmt::format("attncheck drew a problem with {}, which the partner {} does not "
                          "declare: a defect of attncheck (please report it)",
                          part, partner->info().name));

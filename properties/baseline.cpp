@@ -47,7 +47,7 @@ Problem with_flat_values(Problem p) {
   return p;
 }
 
-// The usual draws of MatchesOracle (every declared version 2 part but the
+// The usual draws of MatchesOracle (every declared serving part but the
 // packed and paged layouts: the baseline is of a dense problem), and the
 // flat values above: every small problem, and the real-size shapes whose
 // number is 2 mod 3 (the phase numbers its shapes, generators.h: variant;

@@ -30,7 +30,7 @@ SkipFn needs_features(Features features, std::string what) {
 }
 
 void CaseContext::require_declared(const Problem& p) {
-  const std::string part = undeclared_v2_part(info(), p);
+  const std::string part = undeclared_serving_part(info(), p);
   if (part.empty()) return;
   fail(fmt::format("attncheck drew a problem with {}, which {} does not declare: a defect of "
                    "attncheck, not of the implementation (please report it)",

@@ -89,7 +89,7 @@ class CaseContext {
   /// property's time.
   ForwardResult call(std::shared_ptr<const Problem> p);
 
-  /// Fails the case, as a defect of attncheck, when p has a version 2 part
+  /// Fails the case, as a defect of attncheck, when p has a serving part
   /// or a format combination the implementation does not declare (SPEC
   /// 5.1: the harness never asks for one). Every call goes through it, a
   /// built-in's too, so a generator that strays shows in the self-tests

@@ -118,7 +118,7 @@ Case draw_translation(CaseContext& ctx) {
   // Packed and paged problems, descales and mixed formats in half the
   // cases (SPEC 2: not a sink, which no key translation moves): their
   // short sequences and exact fp8 arithmetic seldom move a rounding, so
-  // version 1 problems keep the other half (and are what shrinking tends
+  // problems without serving parts keep the other half (and are what shrinking tends
   // to). On small problems only: at real sizes a packed or paged problem's
   // reference would be the certified oracle.
   const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();
@@ -284,7 +284,7 @@ PropertyDef determinism_property() {
                        "the same call twice gives bitwise identical results (within tolerance "
                        "for NONDETERMINISTIC implementations)",
                        100, always_applies,
-                       // Every declared version 2 part: packed and paged
+                       // Every declared serving part: packed and paged
                        // outputs are compared in their own layouts.
                        [](CaseContext& ctx) {
                          return Case{*gen::problem(gen::with_serving_parts(ctx.spec()))};

@@ -199,7 +199,7 @@ PropertyDef matches_oracle_property() {
       "MatchesOracle",
       "o, and a / lse where returned, are within the SPEC 4 tolerance of the oracle's", 100,
       always_applies,
-      // Every version 2 part the implementation declares (SPEC 1.1).
+      // Every serving part the implementation declares (SPEC 1.1).
       [](CaseContext& ctx) { return Case{*gen::problem(gen::with_serving_parts(ctx.spec()))}; },
       judge_against_oracle, {}, AtSize::all);
 }

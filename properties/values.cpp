@@ -169,8 +169,8 @@ void share_value_scales(Problem& p, DType kv, double a, double b) {
 }
 
 Case draw_linearity(CaseContext& ctx) {
-  // Every declared version 2 part (o = sum a_j v_j with a sink too) in half
-  // the cases on small problems, version 1 problems in the other half
+  // Every declared serving part (o = sum a_j v_j with a sink too) in half
+  // the cases on small problems, problems without them in the other half
   // (KeyTranslationInvariance says why); at real sizes dense, as a packed
   // or paged problem's reference there would be the certified oracle.
   const bool serving = !ctx.spec().size && *rc::gen::arbitrary<bool>();

@@ -62,8 +62,8 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
                                  combo_name(combo_of(fixture.problem))));
   }
-  // Nor a version 2 part it does not declare (SPEC 5.1).
-  if (const std::string part = undeclared_v2_part(impl.info(), fixture.problem); !part.empty()) {
+  // Nor a serving part it does not declare (SPEC 5.1).
+  if (const std::string part = undeclared_serving_part(impl.info(), fixture.problem); !part.empty()) {
     throw InputError(fmt::format("{} does not declare {}, which the fixture's problem needs",
                                  impl.info().name, part));
   }

@@ -199,20 +199,20 @@ inline DTypeCombo combo_of(const Problem& p) {
   return {p.q_dtype.value_or(p.dtype), p.kv_dtype.value_or(p.dtype), p.dtype};
 }
 
-/// The first version 2 part of `p` that `info` does not declare, as a
+/// The first serving part of `p` that `info` does not declare, as a
 /// phrase naming the feature bit or the formats ("" when it declares all
 /// of them). Version 1 parts (masks, strides, limits, ...) are not judged
 /// here. Whoever hands a problem to an implementation checks this first:
-/// the harness never asks for a version 2 feature an implementation did
+/// the harness never asks for a serving feature an implementation did
 /// not declare.
-inline std::string undeclared_v2_part(const ImplInfo& info, const Problem& p) {
+inline std::string undeclared_serving_part(const ImplInfo& info, const Problem& p) {
   const std::pair<Features, const char*> bits[] = {
       {ATTNCHECK_FEATURE_SINK, "ATTNCHECK_FEATURE_SINK (a sink)"},
       {ATTNCHECK_FEATURE_PACKED, "ATTNCHECK_FEATURE_PACKED (packed sequences)"},
       {ATTNCHECK_FEATURE_PAGED_KV, "ATTNCHECK_FEATURE_PAGED_KV (paged keys and values)"},
       {ATTNCHECK_FEATURE_DESCALE, "ATTNCHECK_FEATURE_DESCALE (descales)"},
   };
-  const Features needed = p.v2_features();
+  const Features needed = p.serving_features();
   for (const auto& [bit, phrase] : bits) {
     if ((needed & bit) && !info.has(bit)) return phrase;
   }

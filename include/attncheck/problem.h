@@ -105,8 +105,9 @@ struct KeyBand {
 
 /// One scaled dot-product attention problem (SPEC section 1). Values are
 /// doubles exactly representable in their format (`dtype`, or q_dtype /
-/// kv_dtype for the inputs when set). The version 2 parts (SPEC 1.1) are
-/// optional and absent by default: such a problem is a version 1 problem.
+/// kv_dtype for the inputs when set). The serving parts (SPEC 1.1) are
+/// optional and absent by default: a problem without them is dense, in one
+/// format, and can be handed to a plugin of ABI version 1 (plugin_v1.h).
 struct Problem {
   DType dtype = DType::f64;
   int64_t batch = 1, heads = 1, kv_heads = 1, tq = 1, tk = 1, dk = 1, dv = 1;
@@ -123,7 +124,7 @@ struct Problem {
   double softcap = 0.0;  ///< 0 = off
   std::vector<double> dout;  ///< [batch][heads][tq][dv]; empty = none
 
-  // ---- version 2 (SPEC 1.1); the defaults are a version 1 problem ----
+  // ---- the serving parts and input formats (SPEC 1.1); absent by default ----
   std::optional<DType> q_dtype;   ///< format of q; nullopt = dtype
   std::optional<DType> kv_dtype;  ///< format of k and v; nullopt = dtype
   std::optional<Descales> descale;  ///< nullopt = none (all 1)
@@ -131,13 +132,13 @@ struct Problem {
   std::optional<PackedSeqs> packed;  ///< nullopt = dense
   std::optional<PagedKv> paged;      ///< nullopt = keys not paged
 
-  /// The ATTNCHECK_FEATURE_* bits of version 2 this problem needs: SINK,
-  /// PACKED, PAGED_KV and DESCALE for the parts that are present.
-  uint32_t v2_features() const;
+  /// The ATTNCHECK_FEATURE_* bits of the serving parts this problem needs:
+  /// SINK, PACKED, PAGED_KV and DESCALE for the parts that are present.
+  uint32_t serving_features() const;
 
-  /// True when some field of version 2 is needed to state the problem: a
-  /// version 2 feature, or an input format other than dtype.
-  bool needs_v2() const;
+  /// True when the problem cannot be stated in plugin ABI version 1
+  /// (plugin_v1.h): a serving part, or an input format other than dtype.
+  bool needs_abi_v2() const;
 
   // ---- sequences (SPEC 1.1). For a dense problem every sequence has tq
   // queries and tk keys; packed and paged problems give each its own. ----

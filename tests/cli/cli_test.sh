@@ -132,7 +132,7 @@ mkdir -p fixtures
 cp "$src/fixtures/expected-failures.json" fixtures/
 # Three built-ins, not the whole default set: every built-in's whole
 # catalog at this seed and profile is Suite/CorrectImplementation's (the
-# same work list, tests/run/test_runner.cpp), the adapters' are ggml.check.*
+# same work list, tests/run/test_driver.cpp), the adapters' are ggml.check.*
 # and the LibTorch tests', and the default set is test_session's
 # (default_impls). Running it all again here took about 270 of this
 # script's 479 s on 2 cores, inside ci/test's 40-minute budget.

@@ -38,7 +38,7 @@ std::string validation_error(const Problem& p) {
 TEST(ProblemBlocks, ExactBlocksValidate) {
   for (DType kv : kBlockFormats) {
     EXPECT_EQ(validation_error(block_problem(kv)), "") << dtype_name(kv);
-    EXPECT_TRUE(block_problem(kv).needs_v2());
+    EXPECT_TRUE(block_problem(kv).needs_abi_v2());
   }
 }
 

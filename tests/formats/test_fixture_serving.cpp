@@ -304,7 +304,7 @@ TEST(FixtureServing, VersionOneProblemsHaveNoVersionTwoFields) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   const Problem back = round_trip(p);
-  EXPECT_FALSE(back.needs_v2());
+  EXPECT_FALSE(back.needs_abi_v2());
   EXPECT_FALSE(back.q_dtype.has_value());
   EXPECT_FALSE(back.packed.has_value());
 }

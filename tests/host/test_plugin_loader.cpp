@@ -818,29 +818,29 @@ TEST(PluginGuard, AProblemsVersionTwoPartsNeedTheMatchingDeclaration) {
   ImplInfo info;
   info.dtypes = dtype_bit(DType::f32);
   Problem p = Problem::zeros(DType::f32, 1, 2, 1, 2, 2, 2, 2);
-  EXPECT_FALSE(p.needs_v2());
-  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  EXPECT_FALSE(p.needs_abi_v2());
+  EXPECT_EQ(undeclared_serving_part(info, p), "");
   p.sink = {0.0, 0.0};
-  EXPECT_TRUE(p.needs_v2());
-  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_SINK (a sink)");
+  EXPECT_TRUE(p.needs_abi_v2());
+  EXPECT_EQ(undeclared_serving_part(info, p), "ATTNCHECK_FEATURE_SINK (a sink)");
   info.features = ATTNCHECK_FEATURE_SINK;
-  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  EXPECT_EQ(undeclared_serving_part(info, p), "");
   p.packed = PackedSeqs{{0, 1, 2}, {}};
-  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_PACKED (packed sequences)");
+  EXPECT_EQ(undeclared_serving_part(info, p), "ATTNCHECK_FEATURE_PACKED (packed sequences)");
   p.packed.reset();
   p.paged = PagedKv{};
-  EXPECT_EQ(undeclared_v2_part(info, p), "ATTNCHECK_FEATURE_PAGED_KV (paged keys and values)");
+  EXPECT_EQ(undeclared_serving_part(info, p), "ATTNCHECK_FEATURE_PAGED_KV (paged keys and values)");
   p.paged.reset();
   p.kv_dtype = DType::e5m2;
-  EXPECT_EQ(undeclared_v2_part(info, p), "the formats q f32, k/v e5m2, out f32");
+  EXPECT_EQ(undeclared_serving_part(info, p), "the formats q f32, k/v e5m2, out f32");
   info.combos = {{DType::f32, DType::e5m2, DType::f32}};
-  EXPECT_EQ(undeclared_v2_part(info, p), "");
+  EXPECT_EQ(undeclared_serving_part(info, p), "");
   // Every built-in implementation declares version 1 only: the default
   // problem of each of its dtypes needs nothing more.
   for (const auto& impl : registered_impls()) {
     for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
       if (!impl->info().supports(d)) continue;
-      EXPECT_EQ(undeclared_v2_part(impl->info(), Problem::zeros(d, 1, 1, 1, 1, 1, 1, 1)), "")
+      EXPECT_EQ(undeclared_serving_part(impl->info(), Problem::zeros(d, 1, 1, 1, 1, 1, 1, 1)), "")
           << impl->info().name;
     }
   }

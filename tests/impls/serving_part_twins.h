@@ -7,7 +7,7 @@
 // problems. Until the catalog has those properties and generators, the
 // tests that expect every broken implementation to be caught by its
 // property on the generated problems (test_catalog's BrokenCatalog,
-// test_runner's BrokenImplementation, test_impls' version 1 bug cases)
+// test_driver's BrokenImplementation, test_impls' version 1 bug cases)
 // leave them out; tests/impls/test_serving_impls.cpp shows each one wrong
 // on a hand-built serving problem instead. Remove a twin from this list when
 // its property catches it through the catalog.

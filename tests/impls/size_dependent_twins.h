@@ -8,7 +8,7 @@
 // by test_broken_at_size), so the tests that expect every broken
 // implementation to be caught with a small counterexample (test_catalog's
 // BrokenCatalog, test_impls' bug cases) leave them out; the real-size
-// phase catches them (test_runner's BrokenImplementation, and
+// phase catches them (test_driver's BrokenImplementation, and
 // test_broken_at_size with seeds 1 to 3 and the shrunk lengths).
 
 #include <algorithm>
@@ -37,7 +37,7 @@ inline constexpr std::array<std::string_view, 15> kSizeDependentTwins = {
 /// which the CI profile's small problems (9 keys) never reach: the split-K/V
 /// path's sink and descales, its max_seqlen_k reads, a sink lost at a
 /// rescale. The real-size phase draws sinks, descales and packed batches
-/// and catches them (test_runner's BrokenImplementation); the thorough
+/// and catches them (test_driver's BrokenImplementation); the thorough
 /// profile's small problems (19 keys) may catch the rescale one too, so
 /// they are not among the twins above, which pass every small problem.
 inline constexpr std::array<std::string_view, 5> kServingTwinsAtSize = {

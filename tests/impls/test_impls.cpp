@@ -559,7 +559,7 @@ TEST(Broken, EachBugShowsOnItsCase) {
     // broken_pv_f16_declared_f32 and broken_path_misreported compute what
     // staged_pv_f16 computes: their bug is their declaration, or the path
     // they name (tests/judge/test_tolerance_by_stage.cpp, and the
-    // BrokenImplementation of tests/run/test_runner.cpp).
+    // BrokenImplementation of tests/run/test_driver.cpp).
     if (i->info().caught_by == "GradientsMatchOracle" ||
         i->info().caught_by == "MultiHeadConsistency" ||
         i->info().name == "broken_local_full_matrix" ||

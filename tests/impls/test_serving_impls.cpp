@@ -124,7 +124,7 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 ForwardResult run(const std::string& name, const Problem& p) {
   p.validate();
   const auto i = impl(name);
-  EXPECT_EQ(undeclared_v2_part(i->info(), p), "") << name;
+  EXPECT_EQ(undeclared_serving_part(i->info(), p), "") << name;
   return i->forward(p);
 }
 

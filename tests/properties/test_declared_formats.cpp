@@ -55,7 +55,7 @@ std::shared_ptr<const Implementation> make(const Twin& twin) {
   for (const DTypeCombo& c : info.combos)
     if (c.q == c.out && c.kv == c.out) info.dtypes |= dtype_bit(c.out);
   return std::make_shared<impls::FunctionImpl>(info, [info, kernel](const Problem& p) {
-    const std::string part = undeclared_v2_part(info, p);
+    const std::string part = undeclared_serving_part(info, p);
     if (!part.empty()) throw std::runtime_error("handed a problem with " + part);
     return kernel->forward(p);
   });

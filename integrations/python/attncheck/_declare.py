@@ -14,7 +14,7 @@ CAST_DTYPES = DTYPES + ("e4m3",)
 
 # ATTNCHECK_FEATURE_* of plugin.h by name, in lower case ("causal"), from the
 # engine's own table. The bridge covers version 1 of the C ABI (plus s_cast):
-# the version 2 features (sinks, packed and paged sequences, descales) are
+# the serving features (sinks, packed and paged sequences, descales) are
 # not offered; BACKWARD is declared by giving a backward callable.
 _ALL_FEATURES = {name.lower(): bit for name, bit in _core.feature_bits().items()}
 _UNOFFERED = ("backward", "sink", "packed", "paged_kv", "descale")

@@ -145,7 +145,7 @@ TEST(ServingGenerator, SpecsWithoutServingPartsDrawNone) {
   spec.serving = 0;
   spec.mixed_formats = false;
   sample(spec, [](const Problem& p) {
-    ASSERT_FALSE(p.needs_v2());
+    ASSERT_FALSE(p.needs_abi_v2());
   });
 }
 
