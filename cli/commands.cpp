@@ -100,7 +100,7 @@ struct CheckOptions {
   bool save_failures_given = false;  ///< --save-failures named on the command line
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
-  double baseline_factor = 8;
+  double baseline_factor = kDefaultBaselineFactor;
 };
 
 // The implementations of --plugin and --python, in this process with
@@ -214,7 +214,7 @@ int replay_command(const ReplayOptions& opt) {
   const ImplSources sources =
       checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms, opt.memory_limit_mb);
   const ImplList plugins = load_for_checking(sources);
-  std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
+  std::string name = impl_name.empty() ? f.meta.impl.value_or("") : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
   // one implementation when the plugin has just one.
   if (impl_name.empty() && plugins.size() == 1 && !find_implementation(plugins, name)) {
@@ -311,7 +311,7 @@ int check_command(const CheckOptions& opt) {
   config.run.strict = opt.strict;
   config.run.real_sizes = !opt.no_real_sizes;
   if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
-  config.run.baseline_factor = opt.baseline_factor;
+  config.run.property_options.baseline_factor = opt.baseline_factor;
   config.run.save_failures_dir = opt.save_failures;
   config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
 
@@ -477,7 +477,7 @@ int run_cli(int argc, char** argv) {
 
   ReplayOptions ropt;
   int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
-  double replay_baseline_factor = 8;
+  double replay_baseline_factor = kDefaultBaselineFactor;
   CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
   replay->add_option("FIXTURE", ropt.path, "fixture JSON")->required()->check(kNonEmpty);
   replay->add_option("--impl", ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);

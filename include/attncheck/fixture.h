@@ -2,6 +2,7 @@
 // Problem, fixture and oracle files (SPEC section 5.3), as JSON.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,14 +13,42 @@
 
 namespace attncheck {
 
+/// Where a fixture came from (its "meta", SPEC 5.3): the failing run's
+/// property, implementation and options, written by the failure report
+/// (run/failure_report.cpp) and read by replay (replay_config). Each field
+/// is nullopt when the file does not record it (a fixture written by hand,
+/// or before the field was recorded).
+struct FixtureMeta {
+  std::optional<std::string> property;
+  std::optional<std::string> impl;
+  std::optional<std::string> dtype;      ///< the combination's name (SPEC 5.2)
+  std::optional<uint64_t> seed;          ///< below 2^53
+  std::optional<std::string> reproduce;  ///< RapidCheck's reproduce map, or ""
+  std::optional<std::string> attncheck;  ///< the version that wrote it
+  std::optional<bool> strict;
+  std::optional<std::string> profile;    ///< "ci" or "thorough"
+  std::optional<int> cases;              ///< 1 to 100000
+  std::optional<int64_t> timeout_ms;     ///< 1 to 86400000
+  /// The dispatch path the failing call took (SPEC 4.1): replay judges by
+  /// it a call that names none.
+  std::optional<std::string> path;
+  /// AsAccurateAsBaseline's F, when not the default (replay refuses one
+  /// below 1).
+  std::optional<double> baseline_factor;
+  /// The fields attncheck does not write, kept as provenance (an object;
+  /// never one of the names above).
+  nlohmann::json other = nlohmann::json::object();
+
+  bool operator==(const FixtureMeta&) const = default;
+};
+
 /// A saved counterexample: the problem, what the property needs beyond it,
 /// the expected values (or null) and where it came from.
 struct Fixture {
   Problem problem;
   nlohmann::json args = nlohmann::json::object();
   nlohmann::json expected = nullptr;
-  nlohmann::json meta = nlohmann::json::object();  ///< property, impl, dtype,
-                                                   ///< seed, reproduce, attncheck
+  FixtureMeta meta;
 };
 
 /// What a file may ask for, checked before anything is allocated for it, so
@@ -80,12 +109,16 @@ nlohmann::json problem_to_json(const Problem& p);
 /// InputError naming `where` and the field.
 Problem problem_from_json(const nlohmann::json& j, const std::string& where);
 
+/// A fixture's "meta" object: the fields recorded, and `other`'s.
+nlohmann::json fixture_meta_to_json(const FixtureMeta& meta);
+
 /// An "attncheck-fixture-1" object.
 nlohmann::json fixture_to_json(const Fixture& f);
 
 /// Parses a problem or a fixture (a problem becomes a fixture with empty
-/// args and meta); validates the problem, the fixture's meta (string
-/// fields, a seed below 2^53) and that args is an object. The values of
+/// args and meta); validates the problem, the fixture's meta (each field
+/// of FixtureMeta has its type, a seed below 2^53, cases and timeout_ms in
+/// range) and that args is an object. The values of
 /// args are the property's to check (PropertyDef::validate_args, before
 /// replay). Throws InputError naming `where` and the field.
 Fixture fixture_from_json(const nlohmann::json& j, const std::string& where);

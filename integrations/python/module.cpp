@@ -268,11 +268,13 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("problem_from_json", [](const std::string& text, const std::string& where) {
     const Fixture f = fixture_from_json(parse_json(text, where), where);
-    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args),
+                          json_to_py(fixture_meta_to_json(f.meta)));
   });
   m.def("load_fixture", [](const std::string& path) {
     const Fixture f = load_fixture(path);
-    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args),
+                          json_to_py(fixture_meta_to_json(f.meta)));
   });
   // The engine's own dict of a problem dict: validated, with the block
   // formats' bytes (attncheck.Problem's constructor).
