@@ -36,6 +36,7 @@
 #include "bench/bench.h"
 #include "formats/declaration_text.h"
 #include "host/impl_sources.h"
+#include "run/config.h"
 #include "commands.h"
 
 namespace {
@@ -102,6 +103,21 @@ struct CheckOptions {
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   double baseline_factor = kDefaultBaselineFactor;
 };
+
+// The flags of `check` that configure the run (run/config.h adds the
+// environment's variables).
+RunFlags run_flags(const CheckOptions& opt) {
+  RunFlags flags;
+  if (!opt.seed.empty()) flags.seed = opt.seed;
+  flags.profile = opt.profile;
+  flags.cases = opt.cases;
+  flags.strict = opt.strict;
+  flags.real_sizes = !opt.no_real_sizes;
+  flags.timeout_ms = opt.timeout_ms;
+  flags.save_failures_dir = opt.save_failures;
+  flags.property_options.baseline_factor = opt.baseline_factor;
+  return flags;
+}
 
 // The implementations of --plugin and --python, in this process with
 // --no-isolation (ImplSources, host/impl_sources.h).
@@ -271,10 +287,11 @@ class FixtureErrors final : public Reporter {
 // report that cannot be written then is left alone: the run is ending.
 void write_reports_of_nothing(const CheckOptions& opt) {
   try {
+    const RunConfig run = configure_run(run_flags(opt), process_environment());
     SessionResult nothing;
     nothing.interrupted = true;
-    nothing.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
-    nothing.profile = parse_profile(opt.profile);
+    nothing.seed = run.seed;
+    nothing.profile = run.profile;
     nothing.shard = parse_shard(opt.shard);
     std::vector<Reporter*> reporters;
     std::optional<JsonReporter> json;
@@ -302,18 +319,7 @@ int check_command(const CheckOptions& opt) {
   SessionConfig config;
   config.shard = parse_shard(opt.shard);
   config.expected_failures = load_expected_failures(kExpectedFailuresPath);
-  try {
-    config.run.profile = parse_profile(opt.profile);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("--profile: {}", e.what()));
-  }
-  config.run.cases = opt.cases;
-  config.run.strict = opt.strict;
-  config.run.real_sizes = !opt.no_real_sizes;
-  if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
-  config.run.property_options.baseline_factor = opt.baseline_factor;
-  config.run.save_failures_dir = opt.save_failures;
-  config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
+  config.run = configure_run(run_flags(opt), process_environment());
 
   // Without --impl: a plugin's implementations, else the session's default.
   if (opt.impls.empty()) config.impls = plugins;
