@@ -36,6 +36,7 @@
 #include "bench/bench.h"
 #include "formats/declaration_text.h"
 #include "host/impl_sources.h"
+#include "run/config.h"
 #include "commands.h"
 
 namespace {
@@ -100,8 +101,23 @@ struct CheckOptions {
   bool save_failures_given = false;  ///< --save-failures named on the command line
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
-  double baseline_factor = 8;
+  double baseline_factor = kDefaultBaselineFactor;
 };
+
+// The flags of `check` that configure the run (run/config.h adds the
+// environment's variables).
+RunFlags run_flags(const CheckOptions& opt) {
+  RunFlags flags;
+  if (!opt.seed.empty()) flags.seed = opt.seed;
+  flags.profile = opt.profile;
+  flags.cases = opt.cases;
+  flags.strict = opt.strict;
+  flags.real_sizes = !opt.no_real_sizes;
+  flags.timeout_ms = opt.timeout_ms;
+  flags.save_failures_dir = opt.save_failures;
+  flags.property_options.baseline_factor = opt.baseline_factor;
+  return flags;
+}
 
 // The implementations of --plugin and --python, in this process with
 // --no-isolation (ImplSources, host/impl_sources.h).
@@ -214,7 +230,7 @@ int replay_command(const ReplayOptions& opt) {
   const ImplSources sources =
       checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms, opt.memory_limit_mb);
   const ImplList plugins = load_for_checking(sources);
-  std::string name = impl_name.empty() ? f.meta.value("impl", std::string()) : impl_name;
+  std::string name = impl_name.empty() ? f.meta.impl.value_or("") : impl_name;
   // A fixture saved for another implementation is judged on the plugin's
   // one implementation when the plugin has just one.
   if (impl_name.empty() && plugins.size() == 1 && !find_implementation(plugins, name)) {
@@ -271,10 +287,11 @@ class FixtureErrors final : public Reporter {
 // report that cannot be written then is left alone: the run is ending.
 void write_reports_of_nothing(const CheckOptions& opt) {
   try {
+    const RunConfig run = configure_run(run_flags(opt), process_environment());
     SessionResult nothing;
     nothing.interrupted = true;
-    nothing.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
-    nothing.profile = parse_profile(opt.profile);
+    nothing.seed = run.seed;
+    nothing.profile = run.profile;
     nothing.shard = parse_shard(opt.shard);
     std::vector<Reporter*> reporters;
     std::optional<JsonReporter> json;
@@ -302,18 +319,7 @@ int check_command(const CheckOptions& opt) {
   SessionConfig config;
   config.shard = parse_shard(opt.shard);
   config.expected_failures = load_expected_failures(kExpectedFailuresPath);
-  try {
-    config.run.profile = parse_profile(opt.profile);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("--profile: {}", e.what()));
-  }
-  config.run.cases = opt.cases;
-  config.run.strict = opt.strict;
-  config.run.real_sizes = !opt.no_real_sizes;
-  if (opt.timeout_ms != kDefaultCallTimeoutMs) config.run.timeout_ms = opt.timeout_ms;
-  config.run.baseline_factor = opt.baseline_factor;
-  config.run.save_failures_dir = opt.save_failures;
-  config.run.seed = resolve_seed(opt.seed.empty() ? std::nullopt : std::optional(opt.seed));
+  config.run = configure_run(run_flags(opt), process_environment());
 
   // Without --impl: a plugin's implementations, else the session's default.
   if (opt.impls.empty()) config.impls = plugins;
@@ -378,6 +384,196 @@ int check_command(const CheckOptions& opt) {
   return result.failed() ? kExitFailed : kExitOk;
 }
 
+// Every subcommand's options, as CLI11 parses them into it.
+struct CommandLine {
+  std::vector<std::string> list_plugins, list_python;
+  bool list_verbose = false;
+  std::string describe_name;
+  std::vector<std::string> describe_plugins, describe_python;
+  bool describe_json = false;
+  CheckOptions opt;
+  CLI::Option* save_failures_opt = nullptr;
+  ReplayOptions ropt;
+  int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
+  double replay_baseline_factor = kDefaultBaselineFactor;
+  CLI::Option* replay_timeout = nullptr;
+  CLI::Option* replay_baseline = nullptr;
+  std::string merge_out;
+  std::vector<std::string> merge_in;
+  bench::BenchOptions bench_opt;
+  CLI::App* bench_cmd = nullptr;
+  std::string oracle_path;
+};
+
+void add_list_and_describe(CLI::App& app, CommandLine& cl) {
+  CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
+  list->add_option("--plugin", cl.list_plugins,
+                   "also list this plugin's implementations (repeatable)")->check(kNonEmpty);
+  list->add_option("--python", cl.list_python,
+                   "also list the implementations of this Python file, FILE.py[:NAME] "
+                   "(repeatable)")->check(kNonEmpty);
+  list->add_flag("--verbose,-v", cl.list_verbose,
+                 "every declared field of each implementation (as describe)");
+
+  CLI::App* describe = app.add_subcommand("describe", "every declared field of one implementation");
+  describe->add_option("NAME", cl.describe_name, "implementation")->required()->check(kNonEmpty);
+  describe->add_option("--plugin", cl.describe_plugins, "load this plugin first (repeatable)")
+      ->check(kNonEmpty);
+  describe->add_option("--python", cl.describe_python,
+                       "load this Python file's implementations first, FILE.py[:NAME] "
+                       "(repeatable)")->check(kNonEmpty);
+  describe->add_flag("--json", cl.describe_json, "as the report's \"implementations\" entry");
+}
+
+void add_check(CLI::App& app, CommandLine& cl) {
+  CLI::App* check = app.add_subcommand("check", "run the property suite");
+  check->add_option("--impl", cl.opt.impls, "implementation to check (repeatable; default: every "
+                                         "reference, adapter and layer implementation)")
+      ->check(kNonEmpty);
+  check->add_option("--plugin", cl.opt.plugins,
+                    "shared library exporting attncheck_plugin_impls (repeatable); without "
+                    "--impl, every implementation it exports is checked")
+      ->check(kNonEmpty);
+  check->add_option("--python", cl.opt.python,
+                    "Python file declaring implementations with attncheck.implementation, "
+                    "FILE.py[:NAME] (repeatable); without --impl, every one named (all the "
+                    "file declares without :NAME) is checked")
+      ->check(kNonEmpty);
+  check->add_option("--property", cl.opt.properties, "property to run (repeatable; default: all)")
+      ->check(kNonEmpty);
+  check->add_option("--dtype", cl.opt.dtype,
+                    "only this dtype: f64, f32, bf16, f16 (q = k/v = out), or a combination "
+                    "q=F,kv=F,out=F such as q=bf16,kv=e4m3,out=bf16")
+      ->check(kNonEmpty);
+  check->add_option("--cases", cl.opt.cases,
+                    fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
+      ->check(CLI::Range(1, kMaxCases));
+  check->add_option("--seed", cl.opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)")->check(kNonEmpty);
+  check->add_option("--profile", cl.opt.profile, "ci (default) or thorough")->check(kNonEmpty);
+  check->add_option("--shard", cl.opt.shard, "K/N: run the K-th of N shards")->check(kNonEmpty);
+  check->add_flag("--strict", cl.opt.strict, "NaN at masked keys, not only large values");
+  check->add_flag("--no-real-sizes", cl.opt.no_real_sizes,
+                  "small problems only: skip the real-size phase (SPEC 3)");
+  check->add_option("--timeout-ms", cl.opt.timeout_ms,
+                    fmt::format("per-call limit of CPU time of an isolated implementation "
+                                "(default {}; a call blocked for {} times as long in wall time "
+                                "is stopped too)",
+                                kDefaultCallTimeoutMs, kWallTimeoutFactor))
+      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  check->add_option("--memory-limit-mb", cl.opt.memory_limit_mb,
+                    "memory an isolated implementation's worker may allocate, in MiB (default: "
+                    "half of this machine's memory; 0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  check->add_option("--baseline-factor", cl.opt.baseline_factor,
+                    "AsAccurateAsBaseline's F: an error up to F times the baseline's, plus T^L "
+                    "(default 8; at least 1)")
+      ->check(kBaselineFactor);
+  check->add_flag("--no-isolation", cl.opt.no_isolation,
+                  "run implementations in this process (for a debugger; a crash then ends "
+                  "the run)");
+  check->add_option("--report", cl.opt.report, "write the JSON report here")->check(kNonEmpty);
+  check->add_option("--junit", cl.opt.junit, "write a JUnit XML report here (for CI test reporters)")
+      ->check(kNonEmpty);
+  cl.save_failures_opt =
+      check->add_option("--save-failures", cl.opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
+}
+
+void add_replay(CLI::App& app, CommandLine& cl) {
+  CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
+  replay->add_option("FIXTURE", cl.ropt.path, "fixture JSON")->required()->check(kNonEmpty);
+  replay->add_option("--impl", cl.ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
+  replay->add_option("--plugin", cl.ropt.plugins,
+                     "load this plugin; its implementation judges the case (default: the "
+                     "fixture's implementation if it exports it, else its only one)")
+      ->check(kNonEmpty);
+  replay->add_option("--python", cl.ropt.python,
+                     "load this Python file, FILE.py[:NAME]; as --plugin")
+      ->check(kNonEmpty);
+  cl.replay_timeout =
+      replay->add_option("--timeout-ms", cl.replay_timeout_ms,
+                         "per-call limit of CPU time, as for check (default: the fixture's)")
+          ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
+  replay->add_option("--memory-limit-mb", cl.ropt.memory_limit_mb,
+                     "memory the worker may allocate, in MiB, as for check")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cl.replay_baseline =
+      replay->add_option("--baseline-factor", cl.replay_baseline_factor,
+                         "AsAccurateAsBaseline's F, as for check (default: the fixture's)")
+          ->check(kBaselineFactor);
+  replay->add_flag("--no-isolation", cl.ropt.no_isolation, "run the implementation in this process");
+  CLI::Option* replay_strict =
+      replay->add_flag("--strict", cl.ropt.strict, "judge as check --strict (default: the fixture's)");
+  replay->add_flag("--no-strict", cl.ropt.no_strict, "judge without --strict whatever the fixture says")
+      ->excludes(replay_strict);
+  replay->add_option("--profile", cl.ropt.profile, "ci or thorough (default: the fixture's)")
+      ->check(kNonEmpty);
+  replay->add_option("--cases", cl.ropt.cases,
+                     fmt::format("as for check, 1 to {} (default: the fixture's)", kMaxCases))
+      ->check(CLI::Range(1, kMaxCases));
+  replay->add_option("--dtype", cl.ropt.dtype, "must be the fixture's dtype (or combination)")
+      ->check(kNonEmpty);
+}
+
+void add_merge_bench_oracle(CLI::App& app, CommandLine& cl) {
+  CLI::App* merge = app.add_subcommand("merge-reports", "join the --report files of shards");
+  merge->add_option("OUT", cl.merge_out, "merged report")->required()->check(kNonEmpty);
+  merge->add_option("IN", cl.merge_in, "reports to join")->required()->check(kNonEmpty);
+
+  cl.bench_cmd = bench::add_bench_command(app, cl.bench_opt);
+
+  CLI::App* oracle_cmd = app.add_subcommand("oracle", "exact results of a problem or fixture as JSON");
+  oracle_cmd->add_option("FILE", cl.oracle_path, "problem or fixture JSON")->required()->check(kNonEmpty);
+}
+
+// An unknown subcommand, said on stderr: true when argv[1] is one.
+bool unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  // CLI11 would say only that an argument "was not expected".
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::cerr << fmt::format("attncheck: unknown subcommand '{}' (expected one of {})\n",
+                               printable(argv[1]), fmt::join(names, ", "));
+      return true;
+    }
+  }
+  return false;
+}
+
+// Runs the parsed subcommand; bad input is one line on stderr and exit 2.
+int run_command(CLI::App& app, CommandLine& cl) {
+  try {
+    if (app.got_subcommand("list")) return list_command(cl.list_plugins, cl.list_python, cl.list_verbose);
+    if (app.got_subcommand("describe")) {
+      return describe_command(cl.describe_name, cl.describe_plugins, cl.describe_python, cl.describe_json);
+    }
+    if (app.got_subcommand("oracle")) return oracle_command(cl.oracle_path);
+    if (app.got_subcommand("replay")) {
+      if (cl.replay_timeout->count() > 0) cl.ropt.timeout_ms = cl.replay_timeout_ms;
+      if (cl.replay_baseline->count() > 0) cl.ropt.baseline_factor = cl.replay_baseline_factor;
+      return replay_command(cl.ropt);
+    }
+    if (app.got_subcommand("merge-reports")) return merge_command(cl.merge_out, cl.merge_in);
+    if (app.got_subcommand(cl.bench_cmd)) {
+      return bench::bench_command(cl.bench_opt);
+    }
+    cl.opt.save_failures_given = cl.save_failures_opt->count() > 0;
+    return check_command(cl.opt);
+  } catch (const InputError& e) {
+    // One line, whatever the input put in it (a field's text, a plugin's).
+    std::cerr << "attncheck: " << printable(e.what(), kMessageChars) << "\n";
+    return kExitUsage;
+  } catch (const Cancelled&) {
+    std::cerr << "attncheck: interrupted\n";
+    return kExitInterrupted;
+  } catch (const std::exception& e) {
+    std::cerr << "attncheck: internal error: " << printable(e.what(), kMessageChars) << "\n";
+    return kExitUsage;
+  }
+}
+
 }  // namespace
 
 namespace attncheck::cli {
@@ -398,145 +594,12 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(version()));
 
-  std::vector<std::string> list_plugins;
-  bool list_verbose = false;
-  CLI::App* list = app.add_subcommand("list", "implementations (with kind) and properties");
-  list->add_option("--plugin", list_plugins,
-                   "also list this plugin's implementations (repeatable)")->check(kNonEmpty);
-  std::vector<std::string> list_python;
-  list->add_option("--python", list_python,
-                   "also list the implementations of this Python file, FILE.py[:NAME] "
-                   "(repeatable)")->check(kNonEmpty);
-  list->add_flag("--verbose,-v", list_verbose,
-                 "every declared field of each implementation (as describe)");
-
-  std::string describe_name;
-  std::vector<std::string> describe_plugins;
-  bool describe_json = false;
-  CLI::App* describe = app.add_subcommand("describe", "every declared field of one implementation");
-  describe->add_option("NAME", describe_name, "implementation")->required()->check(kNonEmpty);
-  describe->add_option("--plugin", describe_plugins, "load this plugin first (repeatable)")
-      ->check(kNonEmpty);
-  std::vector<std::string> describe_python;
-  describe->add_option("--python", describe_python,
-                       "load this Python file's implementations first, FILE.py[:NAME] "
-                       "(repeatable)")->check(kNonEmpty);
-  describe->add_flag("--json", describe_json, "as the report's \"implementations\" entry");
-
-  CheckOptions opt;
-  CLI::App* check = app.add_subcommand("check", "run the property suite");
-  check->add_option("--impl", opt.impls, "implementation to check (repeatable; default: every "
-                                         "reference, adapter and layer implementation)")
-      ->check(kNonEmpty);
-  check->add_option("--plugin", opt.plugins,
-                    "shared library exporting attncheck_plugin_impls (repeatable); without "
-                    "--impl, every implementation it exports is checked")
-      ->check(kNonEmpty);
-  check->add_option("--python", opt.python,
-                    "Python file declaring implementations with attncheck.implementation, "
-                    "FILE.py[:NAME] (repeatable); without --impl, every one named (all the "
-                    "file declares without :NAME) is checked")
-      ->check(kNonEmpty);
-  check->add_option("--property", opt.properties, "property to run (repeatable; default: all)")
-      ->check(kNonEmpty);
-  check->add_option("--dtype", opt.dtype,
-                    "only this dtype: f64, f32, bf16, f16 (q = k/v = out), or a combination "
-                    "q=F,kv=F,out=F such as q=bf16,kv=e4m3,out=bf16")
-      ->check(kNonEmpty);
-  check->add_option("--cases", opt.cases,
-                    fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
-      ->check(CLI::Range(1, kMaxCases));
-  check->add_option("--seed", opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)")->check(kNonEmpty);
-  check->add_option("--profile", opt.profile, "ci (default) or thorough")->check(kNonEmpty);
-  check->add_option("--shard", opt.shard, "K/N: run the K-th of N shards")->check(kNonEmpty);
-  check->add_flag("--strict", opt.strict, "NaN at masked keys, not only large values");
-  check->add_flag("--no-real-sizes", opt.no_real_sizes,
-                  "small problems only: skip the real-size phase (SPEC 3)");
-  check->add_option("--timeout-ms", opt.timeout_ms,
-                    fmt::format("per-call limit of CPU time of an isolated implementation "
-                                "(default {}; a call blocked for {} times as long in wall time "
-                                "is stopped too)",
-                                kDefaultCallTimeoutMs, kWallTimeoutFactor))
-      ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
-  check->add_option("--memory-limit-mb", opt.memory_limit_mb,
-                    "memory an isolated implementation's worker may allocate, in MiB (default: "
-                    "half of this machine's memory; 0: no limit)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  check->add_option("--baseline-factor", opt.baseline_factor,
-                    "AsAccurateAsBaseline's F: an error up to F times the baseline's, plus T^L "
-                    "(default 8; at least 1)")
-      ->check(kBaselineFactor);
-  check->add_flag("--no-isolation", opt.no_isolation,
-                  "run implementations in this process (for a debugger; a crash then ends "
-                  "the run)");
-  check->add_option("--report", opt.report, "write the JSON report here")->check(kNonEmpty);
-  check->add_option("--junit", opt.junit, "write a JUnit XML report here (for CI test reporters)")
-      ->check(kNonEmpty);
-  CLI::Option* save_failures_opt =
-      check->add_option("--save-failures", opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
-
-  ReplayOptions ropt;
-  int64_t replay_timeout_ms = kDefaultCallTimeoutMs;
-  double replay_baseline_factor = 8;
-  CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
-  replay->add_option("FIXTURE", ropt.path, "fixture JSON")->required()->check(kNonEmpty);
-  replay->add_option("--impl", ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
-  replay->add_option("--plugin", ropt.plugins,
-                     "load this plugin; its implementation judges the case (default: the "
-                     "fixture's implementation if it exports it, else its only one)")
-      ->check(kNonEmpty);
-  replay->add_option("--python", ropt.python,
-                     "load this Python file, FILE.py[:NAME]; as --plugin")
-      ->check(kNonEmpty);
-  CLI::Option* replay_timeout =
-      replay->add_option("--timeout-ms", replay_timeout_ms,
-                         "per-call limit of CPU time, as for check (default: the fixture's)")
-          ->check(CLI::Range(int64_t{1}, int64_t{86400000}));
-  replay->add_option("--memory-limit-mb", ropt.memory_limit_mb,
-                     "memory the worker may allocate, in MiB, as for check")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  CLI::Option* replay_baseline =
-      replay->add_option("--baseline-factor", replay_baseline_factor,
-                         "AsAccurateAsBaseline's F, as for check (default: the fixture's)")
-          ->check(kBaselineFactor);
-  replay->add_flag("--no-isolation", ropt.no_isolation, "run the implementation in this process");
-  CLI::Option* replay_strict =
-      replay->add_flag("--strict", ropt.strict, "judge as check --strict (default: the fixture's)");
-  replay->add_flag("--no-strict", ropt.no_strict, "judge without --strict whatever the fixture says")
-      ->excludes(replay_strict);
-  replay->add_option("--profile", ropt.profile, "ci or thorough (default: the fixture's)")
-      ->check(kNonEmpty);
-  replay->add_option("--cases", ropt.cases,
-                     fmt::format("as for check, 1 to {} (default: the fixture's)", kMaxCases))
-      ->check(CLI::Range(1, kMaxCases));
-  replay->add_option("--dtype", ropt.dtype, "must be the fixture's dtype (or combination)")
-      ->check(kNonEmpty);
-
-  std::string merge_out;
-  std::vector<std::string> merge_in;
-  CLI::App* merge = app.add_subcommand("merge-reports", "join the --report files of shards");
-  merge->add_option("OUT", merge_out, "merged report")->required()->check(kNonEmpty);
-  merge->add_option("IN", merge_in, "reports to join")->required()->check(kNonEmpty);
-
-  bench::BenchOptions bench_opt;
-  CLI::App* bench_cmd = bench::add_bench_command(app, bench_opt);
-
-  std::string oracle_path;
-  CLI::App* oracle_cmd = app.add_subcommand("oracle", "exact results of a problem or fixture as JSON");
-  oracle_cmd->add_option("FILE", oracle_path, "problem or fixture JSON")->required()->check(kNonEmpty);
-
-  // CLI11 would say only that an argument "was not expected".
-  if (argc >= 2 && argv[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      names.push_back(sub->get_name());
-    }
-    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      std::cerr << fmt::format("attncheck: unknown subcommand '{}' (expected one of {})\n",
-                               printable(argv[1]), fmt::join(names, ", "));
-      return kExitUsage;
-    }
-  }
+  CommandLine cl;
+  add_list_and_describe(app, cl);
+  add_check(app, cl);
+  add_replay(app, cl);
+  add_merge_bench_oracle(app, cl);
+  if (unknown_subcommand(app, argc, argv)) return kExitUsage;
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -547,34 +610,7 @@ int run_cli(int argc, char** argv) {
     std::cerr << "attncheck: " << printable(e.what(), kMessageChars) << "\n";
     return kExitUsage;
   }
-  try {
-    if (app.got_subcommand("list")) return list_command(list_plugins, list_python, list_verbose);
-    if (app.got_subcommand("describe")) {
-      return describe_command(describe_name, describe_plugins, describe_python, describe_json);
-    }
-    if (app.got_subcommand("oracle")) return oracle_command(oracle_path);
-    if (app.got_subcommand("replay")) {
-      if (replay_timeout->count() > 0) ropt.timeout_ms = replay_timeout_ms;
-      if (replay_baseline->count() > 0) ropt.baseline_factor = replay_baseline_factor;
-      return replay_command(ropt);
-    }
-    if (app.got_subcommand("merge-reports")) return merge_command(merge_out, merge_in);
-    if (app.got_subcommand(bench_cmd)) {
-      return bench::bench_command(bench_opt);
-    }
-    opt.save_failures_given = save_failures_opt->count() > 0;
-    return check_command(opt);
-  } catch (const InputError& e) {
-    // One line, whatever the input put in it (a field's text, a plugin's).
-    std::cerr << "attncheck: " << printable(e.what(), kMessageChars) << "\n";
-    return kExitUsage;
-  } catch (const Cancelled&) {
-    std::cerr << "attncheck: interrupted\n";
-    return kExitInterrupted;
-  } catch (const std::exception& e) {
-    std::cerr << "attncheck: internal error: " << printable(e.what(), kMessageChars) << "\n";
-    return kExitUsage;
-  }
+  return run_command(app, cl);
 }
 
 }  // namespace attncheck::cli

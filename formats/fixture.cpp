@@ -2,7 +2,9 @@
 // problem, the property's args, the expected values and where it came
 // from), reader beside writer, and its file.
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -39,12 +41,18 @@ json sanitized(const json& j) {
   return j;
 }
 
+// The meta fields attncheck writes (FixtureMeta), in no particular order:
+// the JSON object sorts them.
+constexpr std::string_view kMetaFields[] = {
+    "property", "impl",  "dtype",      "seed",    "reproduce", "attncheck",      "strict",
+    "profile",  "cases", "timeout_ms", "path",    "baseline_factor"};
+
 // meta: where a fixture came from. The fields attncheck writes must have
 // their types (replay reads them); others are kept, as provenance.
 void check_meta(Reader& r, const json& meta) {
   if (!meta.is_object()) r.field_error("meta", "expected an object");
   for (const char* key : {"property", "impl", "dtype", "reproduce",
-                          "attncheck"}) {
+                          "attncheck", "path"}) {
     const auto it = meta.find(key);
     if (it != meta.end() && !it->is_string()) {
       r.field_error(fmt::format("meta.{}", key),
@@ -83,16 +91,71 @@ void check_meta(Reader& r, const json& meta) {
                                            "got {}",
                                            json_brief(*seed)));
   }
+  // Its value (at least 1) is replay's to check: a replay that gives
+  // --baseline-factor never reads it.
+  if (const auto f = meta.find("baseline_factor"); f != meta.end() && !f->is_number()) {
+    r.field_error("meta.baseline_factor", fmt::format("expected a number, got {}", json_brief(*f)));
+  }
+}
+
+// The typed meta of a checked "meta" object.
+FixtureMeta meta_of(const json& meta) {
+  FixtureMeta m;
+  const auto get = [&]<typename T>(std::string_view key, std::optional<T>& field) {
+    if (const auto it = meta.find(key); it != meta.end()) field = it->get<T>();
+  };
+  get("property", m.property);
+  get("impl", m.impl);
+  get("dtype", m.dtype);
+  get("reproduce", m.reproduce);
+  get("attncheck", m.attncheck);
+  get("strict", m.strict);
+  get("profile", m.profile);
+  get("path", m.path);
+  get("cases", m.cases);
+  get("timeout_ms", m.timeout_ms);
+  get("baseline_factor", m.baseline_factor);
+  // A checked seed is a non-negative integer, stored signed or not.
+  if (const auto it = meta.find("seed"); it != meta.end()) {
+    m.seed = it->is_number_unsigned() ? it->get<uint64_t>()
+                                      : static_cast<uint64_t>(it->get<int64_t>());
+  }
+  for (const auto& [key, value] : meta.items()) {
+    if (std::find(std::begin(kMetaFields), std::end(kMetaFields), key) == std::end(kMetaFields)) {
+      m.other[key] = value;
+    }
+  }
+  return m;
 }
 
 }  // namespace
+
+json fixture_meta_to_json(const FixtureMeta& m) {
+  json meta = m.other;
+  const auto put = [&](const char* key, const auto& field) {
+    if (field) meta[key] = *field;
+  };
+  put("property", m.property);
+  put("impl", m.impl);
+  put("dtype", m.dtype);
+  put("seed", m.seed);
+  put("reproduce", m.reproduce);
+  put("attncheck", m.attncheck);
+  put("strict", m.strict);
+  put("profile", m.profile);
+  put("cases", m.cases);
+  put("timeout_ms", m.timeout_ms);
+  put("path", m.path);
+  put("baseline_factor", m.baseline_factor);
+  return meta;
+}
 
 json fixture_to_json(const Fixture& f) {
   return json{{"format", std::string(kFixtureFormat)},
               {"problem", problem_to_json(f.problem)},
               {"args", sanitized(f.args)},
               {"expected", sanitized(f.expected)},
-              {"meta", sanitized(f.meta)}};
+              {"meta", sanitized(fixture_meta_to_json(f.meta))}};
 }
 
 Fixture fixture_from_json(const json& j, const std::string& where) {
@@ -120,7 +183,7 @@ Fixture fixture_from_json(const json& j, const std::string& where) {
   if (const json* v = r.optional("expected")) f.expected = *v;
   if (const json* v = r.optional("meta")) {
     check_meta(r, *v);
-    f.meta = *v;
+    f.meta = meta_of(*v);
   }
   r.reject_unknown_fields();
   return f;

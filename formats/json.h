@@ -74,14 +74,18 @@ nlohmann::json problem_to_json(const Problem& p);
 /// InputError naming `where` and the field.
 Problem problem_from_json(const nlohmann::json& j, const std::string& where);
 
+/// A fixture's "meta" object: the fields FixtureMeta records, and `other`'s.
+nlohmann::json fixture_meta_to_json(const FixtureMeta& meta);
+
 /// An "attncheck-fixture-1" object.
 nlohmann::json fixture_to_json(const Fixture& f);
 
 /// Parses a problem or a fixture (a problem becomes a fixture with empty
-/// args and meta); validates the problem, the fixture's meta (string
-/// fields, a seed below 2^53) and that args is an object. The values of
-/// args are the property's to check (PropertyDef::validate_args, before
-/// replay). Throws InputError naming `where` and the field.
+/// args and meta); validates the problem, the fixture's meta (each field
+/// of FixtureMeta has its type, a seed below 2^53, cases and timeout_ms in
+/// range) and that args is an object. The values of args are the
+/// property's to check (PropertyDef::validate_args, before replay). Throws
+/// InputError naming `where` and the field.
 Fixture fixture_from_json(const nlohmann::json& j, const std::string& where);
 
 /// The "attncheck-oracle-1" object for a problem and its oracle result.

@@ -88,7 +88,7 @@ void judge_baseline(CaseContext& ctx, const Case& c) {
     return;
   }
   const std::vector<double> base = baseline_out(p, t);
-  const double factor = ctx.config().baseline_factor;
+  const double factor = ctx.config().property_options.baseline_factor;
   const double inf = std::numeric_limits<double>::infinity();
   // T^L takes every first-order quantity at most at the limit L: a kernel
   // whose runs are short enough to judge. A row whose largest score errs by

@@ -74,9 +74,9 @@ ForwardResult CaseContext::call_kept(const Problem& p) {
   if (r.status == Status::ok) {
     const auto n_paths = static_cast<int>(info().paths.size());
     // Replay: a call that names no path is judged by the fixture's.
-    if (r.path == -1 && !config_.replay_path.empty()) {
+    if (r.path == -1 && !replay_path.empty()) {
       for (int k = 0; k < n_paths; ++k)
-        if (info().paths[static_cast<size_t>(k)].name == config_.replay_path) r.path = k;
+        if (info().paths[static_cast<size_t>(k)].name == replay_path) r.path = k;
     }
     if (r.path < -1 || r.path >= n_paths) {
       fail(fmt::format("the call says it took path {}, but the implementation declares {} path{}",

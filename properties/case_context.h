@@ -206,6 +206,10 @@ class CaseContext {
   /// Records a passing case's budget used.
   void passed(double budget_used);
 
+  /// Set by replay: the dispatch path the fixture's failing call took
+  /// (SPEC 4.1), which judges a call that names none; "" = none recorded.
+  std::string replay_path;
+
   // Filled while running, read by the runner.
   int cases = 0;
   int discarded = 0;

@@ -83,11 +83,6 @@ const PropertyInfo* find_property(std::string_view name) {
   return nullptr;
 }
 
-bool real_sizes_enabled() {
-  const char* v = std::getenv("ATTNCHECK_REAL_SIZES");
-  return !(v && std::string_view(v) == "0");
-}
-
 std::string_view profile_name(Profile p) { return p == Profile::thorough ? "thorough" : "ci"; }
 
 Profile parse_profile(std::string_view name) {

@@ -19,6 +19,7 @@
 #include "core/cancel.h"
 #include "properties/case_context.h"
 #include "properties/seeds.h"
+#include "run/config.h"
 #include "run/driver.h"
 #include "run/failure_report.h"
 #include "run/judge_once.h"
@@ -139,7 +140,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
   // only when the user set one.
   rc::detail::TestListenerAdapter listener;
   std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
-  if (std::getenv("RC_PARAMS")) reproduce_map = rc::detail::configuration().reproduce;
+  if (rapidcheck_params_given()) reproduce_map = rc::detail::configuration().reproduce;
   const auto testable = [&] {
     std::optional<Case> c;
     try {

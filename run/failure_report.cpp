@@ -21,9 +21,34 @@ std::string judgement_options(const RunConfig& config) {
   if (config.profile != Profile::ci) options += fmt::format(" --profile {}", profile_name(config.profile));
   if (config.cases > 0) options += fmt::format(" --cases {}", config.cases);
   if (config.timeout_ms > 0) options += fmt::format(" --timeout-ms {}", config.timeout_ms);
-  if (config.baseline_factor != 8) options += fmt::format(" --baseline-factor {}", config.baseline_factor);
+  if (const double f = config.property_options.baseline_factor; f != kDefaultBaselineFactor) {
+    options += fmt::format(" --baseline-factor {}", f);
+  }
   if (!config.real_sizes) options += " --no-real-sizes";
   return options;
+}
+
+// Where the fixture came from, and what changes the cases or their
+// judgement, so that replay judges alike.
+FixtureMeta fixture_meta(const PropertyDef& prop, const Implementation& impl, const Problem& p,
+                         const RunConfig& config, const Reproduce& reproduce,
+                         const std::string& failed_path) {
+  FixtureMeta m;
+  m.property = prop.name;
+  m.impl = impl.info().name;
+  m.dtype = combo_name(combo_of(p));
+  m.seed = config.seed;
+  m.reproduce = reproduce.rc_params;
+  m.attncheck = std::string(version());
+  m.strict = config.strict;
+  m.profile = std::string(profile_name(config.profile));
+  if (config.cases > 0) m.cases = config.cases;
+  if (config.timeout_ms > 0) m.timeout_ms = config.timeout_ms;
+  if (!failed_path.empty()) m.path = failed_path;
+  if (const double f = config.property_options.baseline_factor; f != kDefaultBaselineFactor) {
+    m.baseline_factor = f;
+  }
+  return m;
 }
 
 }  // namespace
@@ -76,15 +101,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       Fixture f;
       f.problem = p;
       f.args = ctx.failed_case->args;
-      f.meta = {{"property", prop.name},      {"impl", impl.info().name},
-                {"dtype", combo_name(combo_of(p))}, {"seed", config.seed},
-                {"reproduce", reproduce.rc_params}, {"attncheck", version()},
-                {"strict", config.strict},    {"profile", profile_name(config.profile)}};
-      // What changes the cases or their judgement, so replay judges alike.
-      if (config.cases > 0) f.meta["cases"] = config.cases;
-      if (config.timeout_ms > 0) f.meta["timeout_ms"] = config.timeout_ms;
-      if (!ctx.failed_path.empty()) f.meta["path"] = ctx.failed_path;
-      if (config.baseline_factor != 8) f.meta["baseline_factor"] = config.baseline_factor;
+      f.meta = fixture_meta(prop, impl, p, config, reproduce, ctx.failed_path);
       const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
                                            impl.info().name, dtype_name(dtype), prop.name);
       try {

@@ -22,6 +22,7 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
   const DType dtype = f.problem.dtype;
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
+  ctx.replay_path = f.meta.path.value_or("");
   const Case c{f.problem, f.args};  // ctx reads it while the report is made
   const Verdict v = judge_once(prop, ctx, c);
   if (v.passed()) {
@@ -46,7 +47,7 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
 
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config) {
-  const auto name = fixture.meta.value("property", std::string());
+  const std::string name = fixture.meta.property.value_or("");
   const PropertyDef* prop = find_property_def(name);
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
   if (!prop->has_cases()) throw InputError(fmt::format("{} has no single case to replay", name));
@@ -68,12 +69,12 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
                                  impl.info().name, part));
   }
   // The path the failing call took must be one the implementation has.
-  if (!config.replay_path.empty()) {
+  if (const std::string path = fixture.meta.path.value_or(""); !path.empty()) {
     const auto& paths = impl.info().paths;
     if (std::none_of(paths.begin(), paths.end(),
-                     [&](const ImplPath& x) { return x.name == config.replay_path; })) {
-      throw InputError(fmt::format("meta.path: {} declares no path '{}'", impl.info().name,
-                                   config.replay_path));
+                     [&](const ImplPath& x) { return x.name == path; })) {
+      throw InputError(
+          fmt::format("meta.path: {} declares no path '{}'", impl.info().name, path));
     }
   }
   try {
@@ -91,32 +92,27 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
 }
 
 RunConfig replay_config(const Fixture& f, const ReplayOverrides& overrides) {
+  const FixtureMeta& meta = f.meta;
   RunConfig config;
-  config.seed = f.meta.value("seed", kDefaultSeed);
-  config.strict = overrides.strict.value_or(f.meta.value("strict", false));
+  config.seed = meta.seed.value_or(kDefaultSeed);
+  config.strict = overrides.strict.value_or(meta.strict.value_or(false));
   try {
-    config.profile =
-        parse_profile(overrides.profile.value_or(f.meta.value("profile", std::string("ci"))));
+    config.profile = parse_profile(overrides.profile.value_or(meta.profile.value_or("ci")));
   } catch (const InputError& e) {
     throw InputError(fmt::format("--profile: {}", e.what()));
   }
-  config.cases = overrides.cases > 0 ? overrides.cases : f.meta.value("cases", 0);
+  config.cases = overrides.cases > 0 ? overrides.cases : meta.cases.value_or(0);
   if (overrides.timeout_ms) {
     config.timeout_ms = *overrides.timeout_ms;
-  } else if (f.meta.contains("timeout_ms")) {
-    config.timeout_ms = f.meta.value("timeout_ms", kDefaultCallTimeoutMs);
-  }
-  if (f.meta.contains("path")) {
-    if (!f.meta["path"].is_string()) throw InputError("meta.path: expected a path name (a string)");
-    config.replay_path = f.meta["path"].get<std::string>();
+  } else if (meta.timeout_ms) {
+    config.timeout_ms = *meta.timeout_ms;
   }
   if (overrides.baseline_factor) {
-    config.baseline_factor = *overrides.baseline_factor;
-  } else if (f.meta.contains("baseline_factor")) {
-    const nlohmann::json& x = f.meta["baseline_factor"];
-    if (!x.is_number() || !(x.get<double>() >= 1))
+    config.property_options.baseline_factor = *overrides.baseline_factor;
+  } else if (meta.baseline_factor) {
+    if (!(*meta.baseline_factor >= 1))
       throw InputError("meta.baseline_factor: expected a number of at least 1");
-    config.baseline_factor = x.get<double>();
+    config.property_options.baseline_factor = *meta.baseline_factor;
   }
   return config;
 }

@@ -4,8 +4,6 @@
 
 #include "attncheck/session.h"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
 
 #include "core/cancel.h"
@@ -15,6 +13,7 @@
 #include "attncheck/run.h"
 #include "properties/case_context.h"
 #include "properties/property_def.h"
+#include "run/config.h"
 #include "run/run_property.h"
 
 namespace attncheck {
@@ -34,11 +33,7 @@ uint64_t parse_seed(const std::string& text, std::string_view where) {
 }
 
 uint64_t resolve_seed(const std::optional<std::string>& given, std::string_view given_name) {
-  if (given) return parse_seed(*given, given_name);
-  if (const char* env = std::getenv("ATTNCHECK_SEED"); env && *env) {
-    return parse_seed(env, "ATTNCHECK_SEED");
-  }
-  return kDefaultSeed;
+  return configured_seed(given, given_name, process_environment());
 }
 
 Shard parse_shard(const std::string& text) {

@@ -4,6 +4,8 @@
 // expected-failures list, kept among them (fixtures/expected-failures.json).
 // Their JSON codecs are the formats room's own (formats/json.h).
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -14,14 +16,42 @@
 
 namespace attncheck {
 
+/// Where a fixture came from (its "meta", SPEC 5.3): the failing run's
+/// property, implementation and options, written by the failure report
+/// (run/failure_report.cpp) and read by replay (replay_config). Each field
+/// is nullopt when the file does not record it (a fixture written by hand,
+/// or before the field was recorded).
+struct FixtureMeta {
+  std::optional<std::string> property;
+  std::optional<std::string> impl;
+  std::optional<std::string> dtype;      ///< the combination's name (SPEC 5.2)
+  std::optional<uint64_t> seed;          ///< below 2^53
+  std::optional<std::string> reproduce;  ///< RapidCheck's reproduce map, or ""
+  std::optional<std::string> attncheck;  ///< the version that wrote it
+  std::optional<bool> strict;
+  std::optional<std::string> profile;    ///< "ci" or "thorough"
+  std::optional<int> cases;              ///< 1 to 100000
+  std::optional<int64_t> timeout_ms;     ///< 1 to 86400000
+  /// The dispatch path the failing call took (SPEC 4.1): replay judges by
+  /// it a call that names none.
+  std::optional<std::string> path;
+  /// AsAccurateAsBaseline's F, when not the default (replay refuses one
+  /// below 1).
+  std::optional<double> baseline_factor;
+  /// The fields attncheck does not write, kept as provenance (an object;
+  /// never one of the names above).
+  nlohmann::json other = nlohmann::json::object();
+
+  bool operator==(const FixtureMeta&) const = default;
+};
+
 /// A saved counterexample: the problem, what the property needs beyond it,
 /// the expected values (or null) and where it came from.
 struct Fixture {
   Problem problem;
   nlohmann::json args = nlohmann::json::object();
   nlohmann::json expected = nullptr;
-  nlohmann::json meta = nlohmann::json::object();  ///< property, impl, dtype,
-                                                   ///< seed, reproduce, attncheck
+  FixtureMeta meta;
 };
 
 /// Reads a file holding either a problem or a fixture (within the input

@@ -24,7 +24,23 @@ std::string_view profile_name(Profile p);
 /// (expected ci or thorough)".
 Profile parse_profile(std::string_view name);
 
-/// How a run is budgeted and where its failures go.
+/// AsAccurateAsBaseline's F when --baseline-factor gives none (SPEC 2).
+inline constexpr double kDefaultBaselineFactor = 8;
+
+/// The knobs of single properties, each set by a flag of its own: the
+/// engine passes them through untouched, the property that owns one reads
+/// it, and the failure report and the fixture record each that differs
+/// from its default (docs/architecture.md says why a struct).
+struct PropertyOptions {
+  /// AsAccurateAsBaseline's F (SPEC 2, --baseline-factor): the error an
+  /// implementation may have, in multiples of the baseline's.
+  double baseline_factor = kDefaultBaselineFactor;
+
+  bool operator==(const PropertyOptions&) const = default;
+};
+
+/// How a run is budgeted and where its failures go (run/config.h makes
+/// one from flags and the environment).
 struct RunConfig {
   uint64_t seed = 0;           ///< below 2^53
   Profile profile = Profile::ci;
@@ -40,16 +56,13 @@ struct RunConfig {
   /// A mixed combination of formats (--dtype q=F,kv=F,out=F, SPEC 5.2) the
   /// run is restricted to; nullopt = q = kv = out = the run's dtype.
   std::optional<DTypeCombo> combo;
-  /// Replaying a fixture: the dispatch path its failing call took (SPEC
-  /// 4.1), which judges a call that names none; "" = none recorded.
-  std::string replay_path;
-  /// AsAccurateAsBaseline's F (SPEC 2, --baseline-factor): the error an
-  /// implementation may have, in multiples of the baseline's.
-  double baseline_factor = 8;
+  /// The options of single properties (--baseline-factor, ...).
+  PropertyOptions property_options;
 };
 
-/// False when the environment variable ATTNCHECK_REAL_SIZES is "0": the
-/// real-size phase is then skipped everywhere, whatever RunConfig says
+/// False when the environment variable ATTNCHECK_REAL_SIZES is "0"
+/// (read by run/config.cpp): the real-size phase is then skipped
+/// everywhere, whatever RunConfig says
 /// (ci/test sets it for the sanitizer build, where sizes cost 3-5 times
 /// more and the small problems already run every code path under the
 /// sanitizers).

@@ -32,7 +32,9 @@ std::optional<PropertyOutcome> outcome_without_calls(const PropertyInfo& prop,
 /// Judges a fixture's case again with the property it names, on `impl`.
 /// Throws InputError for an unknown property, a property without a single
 /// case, args the property refuses (validate_args), a problem that is no
-/// case of the property (not_a_case) or one `impl` does not declare.
+/// case of the property (not_a_case) or one `impl` does not declare, and
+/// a recorded dispatch path (meta.path) `impl` does not declare; a call
+/// that names no path is judged by the recorded one.
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
                                const RunConfig& config);
 
@@ -47,11 +49,12 @@ struct ReplayOverrides {
 };
 
 /// The run configuration a fixture's meta recorded (seed, strict, profile,
-/// cases, timeout_ms, the failing call's dispatch path, baseline_factor),
-/// with `overrides` applied: the one place that reads
-/// it, for `attncheck replay` and the Python module. Throws InputError
-/// "--profile: ..." for an unknown profile. `timeout_ms` is set only when
-/// given or recorded (SPEC 5.3).
+/// cases, timeout_ms, baseline_factor), with `overrides` applied: the one
+/// place that reads it, for `attncheck replay` and the Python module (the
+/// failing call's dispatch path is replay_fixture's, from the fixture).
+/// Throws InputError "--profile: ..." for an unknown profile,
+/// "meta.baseline_factor: ..." for one below 1. `timeout_ms` is set only
+/// when given or recorded (SPEC 5.3).
 RunConfig replay_config(const Fixture& fixture, const ReplayOverrides& overrides = {});
 
 }  // namespace attncheck

@@ -8,6 +8,7 @@
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/session.h"
+#include "run/config.h"
 
 namespace attncheck {
 namespace {
@@ -52,12 +53,14 @@ void add_gtest_suite(std::shared_ptr<const Implementation> impl, const GTestSuit
   if (!impl) throw std::invalid_argument("add_gtest_suite: null implementation");
   SessionConfig session;
   session.impls = {impl};
-  session.run.seed = resolve_seed(
-      options.seed ? std::optional(std::to_string(options.seed)) : std::nullopt,
-      "GTestSuiteOptions::seed");
-  session.run.profile = options.profile;
-  session.run.cases = options.cases;
-  session.run.save_failures_dir = options.save_failures_dir;
+  // The options as `check`'s flags, and the environment's variables.
+  RunFlags flags;
+  if (options.seed) flags.seed = std::to_string(options.seed);
+  flags.seed_option = "GTestSuiteOptions::seed";
+  flags.profile = std::string(profile_name(options.profile));
+  flags.cases = options.cases;
+  flags.save_failures_dir = options.save_failures_dir;
+  session.run = configure_run(flags, process_environment());
   const std::string suite = "attncheck_" + test_name_part(impl->info().name);
   // GoogleTest shards and filters the tests itself: the session's work list
   // is used whole, one test per item.

@@ -31,6 +31,7 @@
 #include "formats/report.h"
 #include "attncheck/session.h"
 #include "attncheck/registry.h"
+#include "run/config.h"
 #include "problem_convert.h"
 #include "python_impl.h"
 
@@ -111,16 +112,20 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
   return d;
 }
 
+// The run's configuration as `check` makes it (run/config.h): the call's
+// arguments as its flags, over the environment's variables.
 RunConfig run_config(uint64_t seed, const std::string& profile, int cases, bool strict,
                      const std::string& save_failures_dir, int64_t timeout_ms) {
-  RunConfig config;
-  config.seed = seed;
-  config.profile = parse_profile(profile);
-  config.cases = cases;
-  config.strict = strict;
-  config.save_failures_dir = save_failures_dir;
-  if (timeout_ms != kDefaultCallTimeoutMs) config.timeout_ms = timeout_ms;
-  return config;
+  RunFlags flags;
+  flags.seed = std::to_string(seed);
+  flags.seed_option = "seed";
+  flags.profile = profile;
+  flags.profile_option.clear();
+  flags.cases = cases;
+  flags.strict = strict;
+  flags.save_failures_dir = save_failures_dir;
+  flags.timeout_ms = timeout_ms;
+  return configure_run(flags, process_environment());
 }
 
 // One implementation a Python file declares, loaded by a worker (the
@@ -264,15 +269,19 @@ PYBIND11_MODULE(_core, m) {
     return py::make_tuple(std::string(dtype_name(c.q)), std::string(dtype_name(c.kv)),
                           std::string(dtype_name(c.out)), combo_name(c));
   });
-  m.def("resolve_seed", [](std::optional<std::string> given) { return resolve_seed(given, "seed"); });
+  m.def("resolve_seed", [](std::optional<std::string> given) {
+    return configured_seed(given, "seed", process_environment());
+  });
 
   m.def("problem_from_json", [](const std::string& text, const std::string& where) {
     const Fixture f = fixture_from_json(parse_json(text, where), where);
-    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args),
+                          json_to_py(fixture_meta_to_json(f.meta)));
   });
   m.def("load_fixture", [](const std::string& path) {
     const Fixture f = load_fixture(path);
-    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args), json_to_py(f.meta));
+    return py::make_tuple(problem_to_py(f.problem), json_to_py(f.args),
+                          json_to_py(fixture_meta_to_json(f.meta)));
   });
   // The engine's own dict of a problem dict: validated, with the block
   // formats' bytes (attncheck.Problem's constructor).

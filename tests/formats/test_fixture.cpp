@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <limits>
 #include <random>
@@ -227,7 +228,9 @@ TEST(Fixture, FixtureRoundTripsThroughAFile) {
       json{{"out",
             {number_to_json(kInf), number_to_json(0.1), number_to_json(-kInf)}},
            {"raw_inf", kInf}};
-  f.meta = json{{"property", "RowSumsToOne"}, {"seed", 42}};
+  f.meta.property = "RowSumsToOne";
+  f.meta.seed = 42;
+  f.meta.other = json{{"host", "ci-7"}};
   const fs::path dir = temp_dir("roundtrip");
   const std::string path = (dir / "nested" / "deeper" / "case.json").string();
   save_fixture(path, f);
@@ -600,7 +603,15 @@ TEST(Fixture, MetaRecordsTheRunsOptionsTypeChecked) {
   f["meta"]["profile"] = "thorough";
   f["meta"]["cases"] = 5;
   f["meta"]["timeout_ms"] = 20000;
-  EXPECT_EQ(fixture_from_json(f, "new.json").meta["strict"], true);
+  const FixtureMeta meta = fixture_from_json(f, "new.json").meta;
+  EXPECT_EQ(meta.strict, true);
+  EXPECT_EQ(meta.profile, "thorough");
+  EXPECT_EQ(meta.cases, 5);
+  EXPECT_EQ(meta.timeout_ms, 20000);
+  EXPECT_EQ(meta.seed, 7u);
+  EXPECT_EQ(meta.property, "MatchesOracle");
+  EXPECT_FALSE(meta.path);
+  EXPECT_FALSE(meta.baseline_factor);
   const std::pair<const char*, json> bad[] = {
       {"strict", "yes"}, {"profile", "fast"},   {"profile", 1},  {"cases", 0},
       {"cases", 1.5},    {"cases", 100001},     {"timeout_ms", -1}, {"timeout_ms", "1"},
@@ -641,6 +652,8 @@ TEST(Fixture, MetaFieldsHaveTheirTypes) {
       {"meta.seed", {{"seed", -1}}},
       {"meta.seed", {{"seed", 1.5}}},
       {"meta.seed", {{"seed", 9007199254740992ull}}},
+      {"meta.path", {{"path", 1}}},
+      {"meta.baseline_factor", {{"baseline_factor", "8"}}},
       {"meta", json::array()},
   };
   for (const auto& [field, meta] : cases) {
@@ -657,7 +670,25 @@ TEST(Fixture, MetaFieldsHaveTheirTypes) {
   // Fields attncheck does not write are kept, as provenance.
   json f = fixture_json("MatchesOracle", json::object());
   f["meta"]["host"] = "ci-7";
-  EXPECT_EQ(fixture_from_json(f, "meta.json").meta["host"], "ci-7");
+  EXPECT_EQ(fixture_from_json(f, "meta.json").meta.other, json({{"host", "ci-7"}}));
+}
+
+TEST(Fixture, MetaIsWrittenAsItWasRead) {
+  // Every field attncheck writes, and one it does not: the typed meta
+  // writes back the object it read (the failure report's fixtures are
+  // written through it).
+  const json meta = {{"property", "MatchesOracle"}, {"impl", "loop_f64"},   {"dtype", "f64"},
+                     {"seed", 7},                   {"reproduce", ""},       {"attncheck", "0.1"},
+                     {"strict", true},              {"profile", "thorough"}, {"cases", 5},
+                     {"timeout_ms", 20000},         {"path", "fast"},        {"baseline_factor", 2.5},
+                     {"host", "ci-7"}};
+  json f = fixture_json("MatchesOracle", json::object());
+  f["meta"] = meta;
+  const Fixture g = fixture_from_json(f, "meta.json");
+  EXPECT_EQ(g.meta.path, "fast");
+  EXPECT_EQ(g.meta.baseline_factor, 2.5);
+  EXPECT_EQ(fixture_meta_to_json(g.meta), meta);
+  EXPECT_EQ(fixture_to_json(g)["meta"].dump(), meta.dump());
 }
 
 TEST(Fixture, JsonTextLimits) {
@@ -765,6 +796,31 @@ TEST(Fixture, SeedFilesLoad) {
                            r.weights[weight_index(a.problem, 0, 0, 1, j)];
     EXPECT_GT(std::fabs(col_sum - 1.0), 0.1) << "column " << j;
   }
+}
+
+// Every fixture kept in the tree: its typed meta writes back the object
+// the file holds, and the file saved again is the same bytes (they were
+// written by save_fixture, through the failure report's meta).
+TEST(Fixture, StoredFixturesWriteBackAsTheyAre) {
+  int fixtures = 0;
+  for (const auto& entry :
+       fs::recursive_directory_iterator(std::string(ATTNCHECK_SOURCE_DIR) + "/fixtures")) {
+    const std::string path = entry.path().string();
+    if (!entry.is_regular_file() || !path.ends_with(".json")) continue;
+    const json raw = read_json_file(path);
+    if (!raw.is_object() || raw.value("format", "") != "attncheck-fixture-1") continue;
+    SCOPED_TRACE(path);
+    ++fixtures;
+    const Fixture f = load_fixture(path);
+    EXPECT_EQ(fixture_meta_to_json(f.meta), raw.at("meta"));
+    const fs::path copy = temp_dir("stored") / "copy.json";
+    save_fixture(copy.string(), f);
+    std::ifstream a(path), b(copy);
+    const std::string bytes_a{std::istreambuf_iterator<char>(a), {}};
+    const std::string bytes_b{std::istreambuf_iterator<char>(b), {}};
+    EXPECT_EQ(bytes_b, bytes_a);
+  }
+  EXPECT_GE(fixtures, 9);
 }
 
 TEST(Fixture, OracleJsonOfExercise1) {

@@ -272,7 +272,7 @@ TEST(FixtureServing, MixedFormatsWithSequencesRoundTripThroughAFile) {
   fill(f.problem.v.data, DType::e5m2);
   f.problem.descale = Descales{0.5, 0.25, 4.0};
   f.problem.sink = {0.0, -0.5};
-  f.meta = json{{"dtype", "q=e4m3,kv=e5m2,out=f16"}};
+  f.meta.dtype = "q=e4m3,kv=e5m2,out=f16";
   f.problem.validate();
   const fs::path dir = fs::path(::testing::TempDir()) / "attncheck_test_fixture_serving";
   fs::remove_all(dir);

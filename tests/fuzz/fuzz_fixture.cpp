@@ -66,7 +66,7 @@ void run(const uint8_t* data, size_t size) {
   // The property's checks of its args, as replay runs them first (the
   // reproducers corpus/fixture/repro-* were bugs there), whatever the size
   // of the problem.
-  const std::string property = f.meta.value("property", std::string());
+  const std::string property = f.meta.property.value_or("");
   const PropertyDef* prop = find_property_def(property);
   if (prop && prop->validate_args) {
     try {
@@ -85,11 +85,11 @@ void run(const uint8_t* data, size_t size) {
   // correct built-in one, else on the f64 loop reference (a broken one
   // would spend the time on diagnosing its failure).
   if (!prop) return;
-  auto impl = find_impl(f.meta.value("impl", std::string()));
+  auto impl = find_impl(f.meta.impl.value_or(""));
   if (!impl || impl->info().kind == Kind::broken) impl = find_impl("loop_f64");
   if (!impl || !impl->info().supports(f.problem.dtype)) return;
   RunConfig config;
-  config.seed = f.meta.value("seed", kDefaultSeed);
+  config.seed = f.meta.seed.value_or(kDefaultSeed);
   try {
     (void)replay_fixture(f, *impl, config);
   } catch (const InputError& e) {

@@ -511,7 +511,7 @@ TEST(SizeDependentTwinAtRealSizeFixture, ReplaysAsAFailureAndPrintsAWholeRunRepr
   ASSERT_TRUE(o.fixture);
   const Fixture f = load_fixture(*o.fixture);
   EXPECT_EQ(f.problem.tk, 65);
-  EXPECT_EQ(f.meta.at("reproduce"), "");  // nothing for RC_PARAMS
+  EXPECT_EQ(f.meta.reproduce, "");  // nothing for RC_PARAMS
   EXPECT_EQ(replay_fixture(f, *twin, RunConfig{}).status, PropertyStatus::failed);
   std::filesystem::remove_all(dir);
 }

@@ -179,7 +179,7 @@ TEST(QuantKv, ALogitErrorPastTheLinearisationOnATinyWeightIsCovered) {
   EXPECT_GT(r.out[0] / exact, 199.0);  // what a bound of 1.25 a_1 D_1 failed
   Fixture f;
   f.problem = p;
-  f.meta = {{"property", "MatchesOracle"}};
+  f.meta.property = "MatchesOracle";
   const PropertyOutcome o = replay_fixture(f, *impl, RunConfig{});
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
 }

@@ -373,7 +373,8 @@ TEST(TorchBf16, BfloatAccumulationIsNeededForTheScoresTorchComputes) {
   f.problem.k.at(0, 0, 0, 15) = -1;
   f.problem.v.at(0, 0, 0, 0) = 1;
   f.problem.v.at(0, 0, 1, 0) = -1;
-  f.meta = {{"property", "MatchesOracle"}, {"impl", "torch_sdpa_bf16"}};
+  f.meta.property = "MatchesOracle";
+  f.meta.impl = "torch_sdpa_bf16";
   const auto adapter = impl("torch_sdpa_bf16");
   const ForwardResult r = adapter->forward(f.problem);
   ASSERT_EQ(r.status, Status::ok);

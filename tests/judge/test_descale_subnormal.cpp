@@ -33,7 +33,10 @@ Problem subnormal_output_problem() {
 Fixture matches_oracle_fixture(const Problem& p) {
   Fixture f;
   f.problem = p;
-  f.meta = {{"property", "MatchesOracle"}, {"impl", "loop_f32"}, {"dtype", "f32"}, {"seed", 0}};
+  f.meta.property = "MatchesOracle";
+  f.meta.impl = "loop_f32";
+  f.meta.dtype = "f32";
+  f.meta.seed = 0;
   return f;
 }
 
@@ -61,7 +64,7 @@ TEST(DescaleSubnormal, TheKeptFixtureIsThisProblemAndPasses) {
   EXPECT_EQ(f.problem.v.data, want.v.data);
   ASSERT_TRUE(f.problem.descale.has_value());
   EXPECT_EQ(f.problem.descale->v, 2.0);
-  EXPECT_EQ(f.meta.at("impl"), "loop_f32");
+  EXPECT_EQ(f.meta.impl, "loop_f32");
   const PropertyOutcome o = replay_fixture(f, *find_impl("loop_f32"), RunConfig{});
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
 }

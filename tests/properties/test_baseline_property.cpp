@@ -38,7 +38,9 @@ Fixture stagnating_row(const std::string& impl_name) {
   for (int64_t j = 0; j < p.tk; ++j) p.v.at(0, 0, j, 0) = 1 - static_cast<double>(j % 8) / 32;
   Fixture f;
   f.problem = p;
-  f.meta = {{"property", "AsAccurateAsBaseline"}, {"impl", impl_name}, {"seed", 1}};
+  f.meta.property = "AsAccurateAsBaseline";
+  f.meta.impl = impl_name;
+  f.meta.seed = 1;
   return f;
 }
 
@@ -69,11 +71,11 @@ TEST(AsAccurateAsBaseline, TakesFFromTheRunOrTheFixture) {
   overrides.baseline_factor = 1e9;
   PropertyOutcome o = replay_fixture(f, *impl("broken_pv_f16_stagnates"), replay_config(f, overrides));
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
-  f.meta["baseline_factor"] = 1e9;
-  EXPECT_EQ(replay_config(f).baseline_factor, 1e9);
+  f.meta.baseline_factor = 1e9;
+  EXPECT_EQ(replay_config(f).property_options.baseline_factor, 1e9);
   o = replay_fixture(f, *impl("broken_pv_f16_stagnates"), replay_config(f));
   EXPECT_EQ(o.status, PropertyStatus::passed) << o.message;
-  f.meta["baseline_factor"] = 0.5;
+  f.meta.baseline_factor = 0.5;
   EXPECT_THROW(replay_config(f), InputError);
 }
 

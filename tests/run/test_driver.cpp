@@ -558,14 +558,14 @@ TEST(Runner, FailureReportHasEveryPartAndSavesAFixture) {
   }
   ASSERT_TRUE(o.fixture.has_value());
   const Fixture f = load_fixture(*o.fixture);
-  EXPECT_EQ(f.meta.at("property"), "ConstantValuesReproduced");
-  EXPECT_EQ(f.meta.at("impl"), "broken_extra_logit");
-  EXPECT_EQ(f.meta.at("seed"), kDefaultSeed);
+  EXPECT_EQ(f.meta.property, "ConstantValuesReproduced");
+  EXPECT_EQ(f.meta.impl, "broken_extra_logit");
+  EXPECT_EQ(f.meta.seed, kDefaultSeed);
   EXPECT_EQ(f.problem.tq, o.counterexample->tq);
-  EXPECT_EQ(f.meta.at("strict"), false);
-  EXPECT_EQ(f.meta.at("profile"), "ci");
-  EXPECT_FALSE(f.meta.contains("cases"));
-  EXPECT_FALSE(f.meta.contains("timeout_ms"));
+  EXPECT_EQ(f.meta.strict, false);
+  EXPECT_EQ(f.meta.profile, "ci");
+  EXPECT_FALSE(f.meta.cases);
+  EXPECT_FALSE(f.meta.timeout_ms);
   std::filesystem::remove_all(dir);
 }
 
@@ -586,10 +586,10 @@ TEST(Runner, ReproduceLineAndFixtureCarryEveryJudgementOption) {
       << o.message;
   ASSERT_TRUE(o.fixture.has_value());
   const Fixture f = load_fixture(*o.fixture);
-  EXPECT_EQ(f.meta.at("strict"), true);
-  EXPECT_EQ(f.meta.at("profile"), "thorough");
-  EXPECT_EQ(f.meta.at("cases"), 7);
-  EXPECT_EQ(f.meta.at("timeout_ms"), 1234);
+  EXPECT_EQ(f.meta.strict, true);
+  EXPECT_EQ(f.meta.profile, "thorough");
+  EXPECT_EQ(f.meta.cases, 7);
+  EXPECT_EQ(f.meta.timeout_ms, 1234);
   std::filesystem::remove_all(dir);
 }
 
@@ -669,7 +669,8 @@ class Refuses : public Implementation {
 TEST(Runner, ADiscardedReplayGivesItsReasonInOneLine) {
   Fixture f;
   f.problem = Problem::zeros(DType::f64, 1, 1, 1, 2, 2, 2, 2);
-  f.meta = {{"property", "MatchesOracle"}, {"impl", "refuses"}};
+  f.meta.property = "MatchesOracle";
+  f.meta.impl = "refuses";
   const PropertyOutcome o = replay_fixture(f, Refuses(), RunConfig{});
   EXPECT_EQ(o.status, PropertyStatus::unsupported);
   EXPECT_EQ(o.message, "the fixture's case was discarded: unsupported by the implementation");
