@@ -88,7 +88,11 @@ struct ExpectedFailures {
 
 /// Reads the list at `path`: an array of {"impl", "property", "reason"}, or
 /// an object holding that array under "expected_failures". A missing file
-/// is an empty list. Throws InputError naming `path` for anything else.
+/// is an empty list. An entry with "unless_cpu_has": [FEATURE, ...] (avx2,
+/// fma, avx512f, avx512bw, avx512vl, avx512dq) holds only on a CPU
+/// that lacks one of them: a finding in a path a kernel takes on some
+/// machines, where elsewhere the pair must pass. Throws InputError naming
+/// `path` for anything else.
 ExpectedFailures load_expected_failures(const std::string& path);
 
 }  // namespace attncheck
