@@ -1,7 +1,10 @@
 // The engine's driver: one property against one implementation in one
-// dtype. A case property's small problems run under RapidCheck (the only
-// user of rc::detail's runner, with the real-size phase and the failure
-// report beside it in run/); a statistical property runs whole.
+// dtype. A case property's small problems run under RapidCheck: this file
+// is the only user of rc::detail's runner and the only translation of a
+// Verdict (properties/verdict.h) into RapidCheck's terms; it also draws
+// the real-size phase's cases (draw_at_seed, run/driver.h). Cases are
+// judged by judge_once (run/judge_once.h). A statistical property runs
+// whole.
 
 #include <cstdlib>
 #include <exception>
