@@ -91,7 +91,21 @@ namespace attncheck::bugs {
     "(computed in f32?)") \
   X(computed_in_bf16, \
     "output fits bf16 arithmetic's tolerance but not the declared f32 one " \
-    "(computed in bf16?)")
+    "(computed in bf16?)") \
+  X(f16_pv_sum_overflow, \
+    "output is inf or beyond f16's range only where the unnormalised sum of " \
+    "exp(s_j - m) v_j leaves f16's range on an f16-V path (the P.V sum kept " \
+    "in an f16 accumulator?)") \
+  X(f16_pv_sum_rounding, \
+    "output errs by no more than one f16 accumulator of the P.V sum over the " \
+    "row can lose (the P.V sum kept in f16, stagnating over long rows?)") \
+  X(bf16_pv_sum_rounding, \
+    "output errs by no more than one bf16 accumulator of the P.V sum over " \
+    "the row can lose (the P.V sum kept in bf16, stagnating over long rows?)") \
+  X(tiled_softcap_padding, \
+    "output matches attention where the last 64-key tile's missing keys " \
+    "take score -softcap and the previous tile's values (the key padding " \
+    "softcapped into keys?)")
 
 // X(TWIN, BUG, WHAT): the broken implementation TWIN (its registered name),
 // the class BUG of its bug, and WHAT it does wrong.

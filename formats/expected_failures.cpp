@@ -1,6 +1,11 @@
 #include "attncheck/fixture.h"
 
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -8,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/dtype.h"
+#include "core/bugs.h"
 #include "formats/json.h"
 
 namespace attncheck {
@@ -73,7 +79,81 @@ bool holds_here(const nlohmann::json& e, const std::string& path, size_t index) 
   return !has_all;
 }
 
+// An entry's string field, or InputError naming it.
+std::string string_field(const nlohmann::json& e, const char* key, const std::string& where,
+                         bool non_empty = true) {
+  if (!e.contains(key) || !e[key].is_string() || (non_empty && e[key].get<std::string>().empty())) {
+    throw InputError(fmt::format("{}: field '{}': expected a{} string", where, key,
+                                 non_empty ? " non-empty" : ""));
+  }
+  return e[key].get<std::string>();
+}
+
+// The finding's fixture: relative to the working directory, or else to the
+// list's folder; a readable regular file (a FIFO or a folder is refused,
+// never opened).
+std::string fixture_path(const std::string& given, const std::string& list,
+                         const std::string& where) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tries{fs::path(given)};
+  if (fs::path(given).is_relative()) tries.push_back(fs::path(list).parent_path() / given);
+  for (const fs::path& t : tries) {
+    std::error_code ec;
+    if (fs::is_regular_file(t, ec)) return t.string();
+  }
+  throw InputError(fmt::format("{}: field 'fixture': '{}' is not a readable regular file", where,
+                               given));
+}
+
+ExpectedFinding finding_entry(const nlohmann::json& e, const std::string& path,
+                              const std::string& where) {
+  ExpectedFinding f;
+  const nlohmann::json& impl = e["impl"];
+  if (impl.is_string() && !impl.get<std::string>().empty()) {
+    f.impls.push_back(impl.get<std::string>());
+  } else if (impl.is_array() && !impl.empty()) {
+    for (const nlohmann::json& n : impl) {
+      if (!n.is_string() || n.get<std::string>().empty())
+        throw InputError(where + ": field 'impl': expected names or globs (strings)");
+      f.impls.push_back(n.get<std::string>());
+    }
+  } else {
+    throw InputError(where + ": field 'impl': expected a name, a glob or an array of them");
+  }
+  if (e.contains("property")) f.property = string_field(e, "property", where);
+  f.finding.cause = string_field(e, "cause", where);
+  if (!bugs::find_bug_class(f.finding.cause)) {
+    std::string known;
+    for (const bugs::BugClass& b : bugs::bug_classes())
+      known += fmt::format("{}{}", known.empty() ? "" : ", ", b.name);
+    throw InputError(fmt::format("{}: field 'cause': unknown bug class '{}' (known: {})", where,
+                                 f.finding.cause, known));
+  }
+  f.finding.finding = string_field(e, "finding", where);
+  f.finding.reason = string_field(e, "reason", where);
+  f.finding.fixture = fixture_path(string_field(e, "fixture", where), path, where);
+  return f;
+}
+
 }  // namespace
+
+bool ExpectedFinding::names(const std::string& impl) const {
+  return std::any_of(impls.begin(), impls.end(), [&](const std::string& g) {
+    return fnmatch(g.c_str(), impl.c_str(), 0) == 0;
+  });
+}
+
+bool ExpectedFinding::applies(const std::string& impl, const std::string& prop) const {
+  return names(impl) && (!property || *property == prop);
+}
+
+std::vector<KnownFinding> ExpectedFailures::findings_for(const std::string& impl,
+                                                         const std::string& property) const {
+  std::vector<KnownFinding> out;
+  for (const ExpectedFinding& f : findings)
+    if (f.applies(impl, property)) out.push_back(f.finding);
+  return out;
+}
 
 ExpectedFailures load_expected_failures(const std::string& path) {
   ExpectedFailures out;
@@ -82,10 +162,32 @@ ExpectedFailures load_expected_failures(const std::string& path) {
   const nlohmann::json j = read_json_file(path);  // size and nesting limits
   const nlohmann::json& list = j.is_object() ? j.value("expected_failures", nlohmann::json()) : j;
   if (!list.is_array()) throw InputError(path + ": expected an array of {impl, property, reason}");
+  static const std::set<std::string> by_property{"impl", "property", "reason", "unless_cpu_has"};
+  static const std::set<std::string> by_cause{"impl",    "property", "cause",         "finding",
+                                              "reason",  "fixture",  "unless_cpu_has"};
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& e = list[i];
-    if (!e.is_object() || !e.contains("impl") || !e.contains("property") ||
-        !e["impl"].is_string() || !e["property"].is_string()) {
+    const std::string where = fmt::format("{}: entry {}", path, i);
+    if (!e.is_object() || !e.contains("impl")) {
+      throw InputError(where + ": expected an object with 'impl' and 'property' or 'cause'");
+    }
+    const bool cause = e.contains("cause");
+    const std::set<std::string>& keys = cause ? by_cause : by_property;
+    for (const auto& [key, value] : e.items()) {
+      if (!keys.count(key)) {
+        throw InputError(fmt::format("{}: unknown field '{}' (an entry by {} has {})", where, key,
+                                     cause ? "cause" : "property",
+                                     cause ? "impl, cause, finding, reason, fixture, property, "
+                                             "unless_cpu_has"
+                                           : "impl, property, reason, unless_cpu_has"));
+      }
+    }
+    if (cause) {
+      ExpectedFinding f = finding_entry(e, path, where);
+      if (holds_here(e, path, i)) out.findings.push_back(std::move(f));
+      continue;
+    }
+    if (!e["impl"].is_string() || !e.contains("property") || !e["property"].is_string()) {
       throw InputError(path + ": every entry needs string fields 'impl' and 'property'");
     }
     if (holds_here(e, path, i)) {

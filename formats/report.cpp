@@ -154,6 +154,16 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
                        {"diagnosis", escaped_lines(o.diagnosis)},
                        {"fixture", o.fixture ? nlohmann::json(utf8_escaped(*o.fixture)) : nlohmann::json()},
                        {"counterexample", ce}});
+    // Known findings (docs/cli.md): the one that explains an xfail (or whose
+    // fixture passes, for an xpass), and those that explain part of a
+    // failure; absent otherwise.
+    if (o.expected) {
+      results.back()["expected"] = {{"cause", o.expected->cause},
+                                    {"finding", utf8_escaped(o.expected->finding)},
+                                    {"reason", utf8_escaped(o.expected->reason)},
+                                    {"fixture", utf8_escaped(o.expected->fixture)}};
+    }
+    if (!o.also_explained.empty()) results.back()["also_explained"] = escaped_lines(o.also_explained);
   }
   nlohmann::json implementations = nlohmann::json::array();
   for (const ImplInfo& info : impls) implementations.push_back(implementation_json(info));

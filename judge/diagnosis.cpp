@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "judge/causes.h"
 #include "judge/compare.h"
 #include "judge/tolerance.h"
 #include "core/transforms.h"
@@ -82,23 +83,6 @@ void judge(const ArrayCheck& a, const std::vector<uint8_t>& ill_conditioned, boo
 }
 
 
-// The alternatives of hypothesis h for p; none where it can not be computed.
-std::vector<Alternative> alternatives_of(const Hypothesis& h, const Problem& p,
-                                         const OracleResult& correct,
-                                         const PrecisionTraits& declared) {
-  std::vector<Alternative> alts;
-  try {
-    if (h.candidates) {
-      alts = h.candidates(p, correct, declared);
-    } else if (auto alt = h.alternative(p, correct, declared)) {
-      alts.push_back(std::move(*alt));
-    }
-  } catch (const std::exception&) {
-    alts.clear();  // a problem the hypothesis can not be computed for explains nothing
-  }
-  return alts;
-}
-
 // An error reported on rows that have allowed keys, explained by the
 // hypotheses under which exactly those rows are empty: the reported rows R
 // (named in the message) are rows H empties, at least one of them has an
@@ -141,6 +125,53 @@ std::vector<std::string> diagnose_error(const Problem& p, const std::string& mes
 }
 
 }  // namespace
+
+// The alternatives of hypothesis h for p; none where it can not be computed.
+std::vector<Alternative> alternatives_of(const Hypothesis& h, const Problem& p,
+                                         const OracleResult& correct,
+                                         const PrecisionTraits& declared) {
+  std::vector<Alternative> alts;
+  try {
+    if (h.candidates) {
+      alts = h.candidates(p, correct, declared);
+    } else if (auto alt = h.alternative(p, correct, declared)) {
+      alts.push_back(std::move(*alt));
+    }
+  } catch (const std::exception&) {
+    alts.clear();  // a problem the hypothesis can not be computed for explains nothing
+  }
+  return alts;
+}
+
+bool alternative_explains(const Alternative& alt, const Problem& p, const ForwardResult& got,
+                          const OracleResult& correct, const Tolerances& tol,
+                          const ImplInfo& info) {
+  const Tolerances alt_tol = tolerances(alt.problem, alt.result, alt.traits);
+  // Beyond the first-order analysis the alternative's tolerance is not
+  // trusted: no claim either way.
+  if (alt_tol.ill_conditioned_rows > 0) return false;
+  const bool weights =
+      info.has(ATTNCHECK_FEATURE_WEIGHTS) && got.weights.size() == correct.weights.size() &&
+      alt.result.weights.size() == correct.weights.size();
+  const bool lse = info.has(ATTNCHECK_FEATURE_LSE) && got.lse.size() == correct.lse.size();
+  // Values the oracle reports uncertified are still within an ulp of the
+  // exact ones, far inside any tolerance: good enough to name a suspect.
+  const OracleResult& r = alt.result;
+  if (got.out.size() != r.out.size()) return false;
+  Verdict v;
+  judge({got.out, correct.out, tol.out, r.out, alt_tol.out, static_cast<size_t>(p.dv)},
+        tol.ill_conditioned, alt.same_values, v);
+  if (v.matches && weights) {
+    judge({got.weights, correct.weights, tol.weights, r.weights, alt_tol.weights,
+           static_cast<size_t>(p.tk)},
+          tol.ill_conditioned, alt.same_values, v);
+  }
+  if (v.matches && lse && alt.predicts_lse) {
+    judge({got.lse, correct.lse, tol.lse, r.lse, alt_tol.lse, 1}, tol.ill_conditioned,
+          alt.same_values, v);
+  }
+  return v.matches && v.told_apart;
+}
 
 std::vector<std::array<int64_t, 3>> reported_rows(std::string_view message, const Problem& p) {
   // "b=1, h=0, i=2" (attncheck's own front ends) or "[1, 0, 2]" (the JSON
@@ -186,41 +217,28 @@ std::vector<std::string> diagnose(const Problem& p, const ForwardResult& got,
     }
     return names;
   }
-  // The hypotheses' alternative results know neither sinks nor descales
-  // (version 2, SPEC 1.1): no claim there rather than a wrong one. Input
+  // The recomputed alternatives know neither sinks nor descales (version
+  // 2, SPEC 1.1): no claim there rather than a wrong one; the oracle-based
+  // ones (knows_sinks) and the evidence tests hold with sinks. Input
   // formats (fp8, mixed) change no value: the stored values are the
   // logical ones without descales.
   const bool descaled = p.descale && (p.descale->q != 1 || p.descale->k != 1 || p.descale->v != 1);
-  if (!p.sink.empty() || descaled) return names;
+  if (descaled) return names;
   const OracleResult correct = oracle(p);
   if (got.out.size() != correct.out.size()) return names;
   const Tolerances tol = tolerances(p, correct, info.precision);
-  const bool weights =
-      info.has(ATTNCHECK_FEATURE_WEIGHTS) && got.weights.size() == correct.weights.size();
-  const bool lse = info.has(ATTNCHECK_FEATURE_LSE) && got.lse.size() == correct.lse.size();
-  // Values the oracle reports uncertified are still within an ulp of the
-  // exact ones, far inside any tolerance: good enough to name a suspect.
   const auto explains = [&](const Alternative& alt) {
-    const Tolerances alt_tol = tolerances(alt.problem, alt.result, alt.traits);
-    // Beyond the first-order analysis the alternative's tolerance is not
-    // trusted: no claim either way.
-    if (alt_tol.ill_conditioned_rows > 0) return false;
-    const OracleResult& r = alt.result;
-    Verdict v;
-    judge({got.out, correct.out, tol.out, r.out, alt_tol.out, static_cast<size_t>(p.dv)},
-          tol.ill_conditioned, alt.same_values, v);
-    if (v.matches && weights) {
-      judge({got.weights, correct.weights, tol.weights, r.weights, alt_tol.weights,
-             static_cast<size_t>(p.tk)},
-            tol.ill_conditioned, alt.same_values, v);
-    }
-    if (v.matches && lse && alt.predicts_lse) {
-      judge({got.lse, correct.lse, tol.lse, r.lse, alt_tol.lse, 1}, tol.ill_conditioned,
-            alt.same_values, v);
-    }
-    return v.matches && v.told_apart;
+    return alternative_explains(alt, p, got, correct, tol, info);
   };
+  std::optional<Offence> off;  // computed for the first evidence test
   for (const Hypothesis& h : hypothesis_table()) {
+    if (!h.alternative && !h.candidates) {
+      if (!h.evidence) continue;
+      if (!off) off = offence(p, got, correct, info);
+      if (off->any && h.evidence(*off, info)) names.push_back(h.name);
+      continue;
+    }
+    if (!p.sink.empty() && !h.knows_sinks) continue;
     const std::vector<Alternative> alts = alternatives_of(h, p, correct, info.precision);
     if (std::any_of(alts.begin(), alts.end(), explains)) names.push_back(h.name);
   }

@@ -23,6 +23,7 @@
 
 #include "attncheck/implementation.h"
 #include "attncheck/oracle.h"
+#include "judge/tolerance.h"
 
 namespace attncheck {
 
@@ -58,14 +59,59 @@ using AlternativeFn = std::function<std::optional<Alternative>(
 using AlternativesFn = std::function<std::vector<Alternative>(
     const Problem& p, const OracleResult& correct, const PrecisionTraits& declared)>;
 
+/// The offending elements of one answered call (ok status) of a dense
+/// problem: those outside SPEC 4's tolerance of the correct result. The
+/// tolerance is T, or T^L (tolerances(..., at_limit = true)) on a row beyond
+/// the first-order analysis, or none (only a non-finite answer offends) on
+/// a row beyond both; a row without allowed keys offends wholly under the
+/// error policy (an error was due) and wherever it is not zero under the
+/// zero policy. Weights and lse count where the implementation declares
+/// them. When nothing offends so, every inexact out element of a row beyond
+/// the first-order analysis does (what AsAccurateAsBaseline judges there).
+/// Made by offence() (judge/causes.h).
+struct Offence {
+  const Problem* p = nullptr;
+  const ForwardResult* got = nullptr;
+  const OracleResult* correct = nullptr;
+  std::vector<double> out_tol;  ///< the tolerance each out element is judged by
+  std::vector<uint8_t> out, weights, lse;  ///< 1 = offending
+  std::vector<uint8_t> beyond;  ///< per row: beyond T's first-order analysis
+  bool any = false;                        ///< some element offends
+  bool weights_or_lse = false;             ///< some weight or lse element offends
+};
+
+/// A bug class's own test of an offence, where no alternative result can
+/// say it (a kernel's accumulator that overflows where a sum leaves its
+/// format): true when the class predicts every offending element.
+using EvidenceFn = std::function<bool(const Offence& o, const ImplInfo& info)>;
+
 /// One known bug class. It explains an output when its alternative does, or
-/// (with `candidates`) when any one of them does.
+/// (with `candidates`) when any one of them does, or (with `evidence` and
+/// neither) when its evidence predicate holds for the output's offence.
 struct Hypothesis {
   std::string name;         ///< listed in the JSON report's "diagnosis"
   std::string description;  ///< the report line after "diagnosis: "
   AlternativeFn alternative;
   AlternativesFn candidates = {};  ///< used instead of `alternative` when set
+  /// The known-cause test (judge/causes.h): used there instead of the
+  /// alternatives when set, and by diagnose() when there are none.
+  EvidenceFn evidence = {};
+  /// The alternative's result is the oracle's for a transformed problem, so
+  /// it holds with sinks too (recomputations do not know them).
+  bool knows_sinks = false;
 };
+
+/// Whether `alt` explains `got` for p (condition (1) and (2) of
+/// judge/diagnosis.cpp's header): `correct` = oracle(p), `tol` its
+/// tolerances by the declared traits.
+bool alternative_explains(const Alternative& alt, const Problem& p, const ForwardResult& got,
+                          const OracleResult& correct, const Tolerances& tol,
+                          const ImplInfo& info);
+
+/// The alternatives of `h` for p (none where it cannot be computed).
+std::vector<Alternative> alternatives_of(const Hypothesis& h, const Problem& p,
+                                         const OracleResult& correct,
+                                         const PrecisionTraits& declared);
 
 /// Every known bug class, in report order.
 const std::vector<Hypothesis>& hypothesis_table();

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "judge/causes.h"
 #include "judge/diagnosis.h"
 #include "judge/tolerance.h"
 #include "core/transforms.h"
@@ -394,12 +395,55 @@ std::optional<Alternative> empty_row_nan(const Problem& p, const OracleResult& c
   return a;
 }
 
+// ggml's tiled flash attention (ggml.md F4, F5) over 64-key tiles: the last,
+// partial tile's missing keys get score -inf and then the softcap, c
+// tanh(-inf) = -c, a finite score, unless a mask puts -inf back; their V rows
+// hold the previous tile's rows (zeros in the first tile). As a problem: the
+// keys padded to a whole tile, each phantom key with K = 0 (score c tanh(0)
+// = 0) and a bias of -c after the softcap (SPEC 1), its V row the one 64 keys
+// before it.
+std::optional<Problem> tiled_softcap_padding(const Problem& p) {
+  constexpr int64_t kTile = 64;
+  if (p.softcap == 0 || p.tk % kTile == 0 || p.causal || has_window(p) || p.mask ||
+      !p.key_valid.empty() || p.varlen() || p.paged) {
+    return std::nullopt;
+  }
+  Problem a = p;
+  a.tk = (p.tk / kTile + 1) * kTile;
+  a.k = make_tensor(p.batch, p.kv_heads, a.tk, p.dk);
+  a.v = make_tensor(p.batch, p.kv_heads, a.tk, p.dv);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.kv_heads; ++g)
+      for (int64_t j = 0; j < a.tk; ++j) {
+        if (j < p.tk) {
+          for (int64_t d = 0; d < p.dk; ++d) a.k.at(b, g, j, d) = p.k.at(b, g, j, d);
+        }
+        const int64_t from = j < p.tk ? j : j - kTile;  // a stale row, or none
+        for (int64_t d = 0; d < p.dv; ++d)
+          a.v.at(b, g, j, d) = from >= 0 ? p.v.at(b, g, from, d) : 0.0;
+      }
+  Broadcast<double> bias;
+  bias.batch = p.bias ? p.bias->batch : 1;
+  bias.heads = p.bias ? p.bias->heads : 1;
+  bias.data.resize(static_cast<size_t>(bias.batch * bias.heads * p.tq * a.tk));
+  for (int64_t b = 0; b < bias.batch; ++b)
+    for (int64_t h = 0; h < bias.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i)
+        for (int64_t j = 0; j < a.tk; ++j)
+          bias.at(b, h, i, j, p.tq, a.tk) = j < p.tk ? p.bias_at(b, h, i, j) : -p.softcap;
+  a.bias = std::move(bias);
+  a.dout.clear();
+  return a;
+}
+
 // Each bug class of the catalogue (core/bugs.h) with what it computes, in
 // the catalogue's order.
 struct Entry {
   Bug bug;
   AlternativeFn alternative;
   AlternativesFn candidates = {};
+  EvidenceFn evidence = {};
+  bool knows_sinks = false;
 };
 
 std::vector<Hypothesis> make_table() {
@@ -494,11 +538,18 @@ std::vector<Hypothesis> make_table() {
       {Bug::small_exps_dropped, nullptr, small_exps_dropped},
       {Bug::computed_in_f32, computed_in(DType::f64, DType::f32)},
       {Bug::computed_in_bf16, computed_in(DType::f32, DType::bf16)},
+      {Bug::f16_pv_sum_overflow, nullptr, {}, f16_pv_sum_overflows},
+      {Bug::f16_pv_sum_rounding, nullptr, {},
+       [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::f16); }},
+      {Bug::bf16_pv_sum_rounding, nullptr, {},
+       [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::bf16); }},
+      {Bug::tiled_softcap_padding, transformed(tiled_softcap_padding), {}, {}, true},
   };
   std::vector<Hypothesis> table;
   for (const Entry& e : entries) {
     const bugs::BugClass& b = bugs::bug_class(e.bug);
-    table.push_back({std::string(b.name), std::string(b.diagnosis), e.alternative, e.candidates});
+    table.push_back({std::string(b.name), std::string(b.diagnosis), e.alternative, e.candidates,
+                     e.evidence, e.knows_sinks});
   }
   return table;
 }

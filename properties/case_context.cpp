@@ -91,6 +91,9 @@ ForwardResult CaseContext::call_kept(const Problem& p) {
       }
     }
   }
+  if (keeps_calls() && r.status != Status::unsupported) {
+    case_calls_.push_back({last_call_is_case_ ? nullptr : last_call_, r});
+  }
   return r;
 }
 
@@ -247,20 +250,47 @@ void CaseContext::fail(const std::string& message, bool died) {
 }
 
 Verdict CaseContext::record_failure(const std::string& message, bool died) {
+  PendingFailure f;
+  if (current_) f.failed_case = *current_;
+  f.failed_call = last_call_is_case_ && current_
+                      ? std::make_shared<const Problem>(current_->problem)
+                      : last_call_;
+  f.path = last_path_name();
+  f.message = message;
+  f.died = died;
+  pending_ = std::move(f);
+  // Without known findings every failure counts: recorded at once.
+  if (!keeps_calls()) commit_failure();
+  return Verdict::fail(message, died);
+}
+
+void CaseContext::commit_failure() {
+  if (!pending_) return;
+  PendingFailure& f = *pending_;
   // Shrinking accepts every failing candidate it finds, so the last failure
   // recorded is the shrunk counterexample.
-  if (current_) failed_case = *current_;
-  failed_call = last_call_is_case_ && failed_case
-                    ? std::make_shared<const Problem>(failed_case->problem)
-                    : last_call_;
-  failed_path = last_path_name();
+  if (f.failed_case) failed_case = std::move(f.failed_case);
+  failed_call = std::move(f.failed_call);
+  failed_path = std::move(f.path);
   if (failures++ == 0) {
     first_failed_case = failed_case;
     first_failed_call = failed_call;
   }
-  failure_message = message;
-  failure_died = died;
-  return Verdict::fail(message, died);
+  failure_message = std::move(f.message);
+  failure_died = f.died;
+  failure_also_explained = std::move(f.also_explained);
+  pending_.reset();
+}
+
+std::optional<Case> CaseContext::drop_failure() {
+  std::optional<Case> c;
+  if (pending_) c = std::move(pending_->failed_case);
+  pending_.reset();
+  return c;
+}
+
+void CaseContext::pending_also_explained(std::vector<std::string> names) {
+  if (pending_) pending_->also_explained = std::move(names);
 }
 
 void CaseContext::discard(const std::string& reason) {

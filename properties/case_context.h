@@ -64,6 +64,8 @@ class CaseContext {
   void begin(const Case& c) {
     current_ = &c;
     case_paths_.clear();
+    case_calls_.clear();
+    pending_.reset();
     last_call_.reset();
     last_call_is_case_ = false;
     case_beyond_precision = false;
@@ -236,6 +238,44 @@ class CaseContext {
   std::optional<Case> first_failed_case;
   std::shared_ptr<const Problem> first_failed_call;
   int failures = 0;
+  /// The recorded failure's calls that a known finding explains, though
+  /// other calls of the case it does not ("F1 (f16_pv_sum_overflow)").
+  std::vector<std::string> failure_also_explained;
+
+  // ---- Known findings (RunConfig::known_findings; run/judge_once.h) ----
+  /// Whether the run has known findings: each case's calls are then kept
+  /// with their results (case_calls), and a failure is recorded pending
+  /// until judge_once reads it against the findings (commit_failure).
+  bool keeps_calls() const { return !config_.known_findings.empty(); }
+  /// What the search seeks: failures the known findings do not explain
+  /// (first), or, when it found none, the ones they do (to shrink one).
+  enum class Seek { unexplained, explained };
+  Seek seek = Seek::unexplained;
+  /// One call of the current case: its problem (nullptr: the case's own)
+  /// and what the implementation answered.
+  struct KeptCall {
+    std::shared_ptr<const Problem> problem;
+    ForwardResult result;
+  };
+  const std::vector<KeptCall>& case_calls() const { return case_calls_; }
+  /// Makes the pending failure the recorded one (failed_case, ...).
+  void commit_failure();
+  /// Drops the pending failure, returning its case (moved, not copied).
+  std::optional<Case> drop_failure();
+  /// Sets the pending failure's also-explained findings.
+  void pending_also_explained(std::vector<std::string> names);
+  /// Failures set aside because the known findings explain them, counted,
+  /// and the first one (its finding's index in known_findings, and whether
+  /// it was found at real size).
+  int explained_failures = 0;
+  std::optional<Case> first_explained_case;
+  size_t explained_finding = 0;
+  bool explained_at_size = false;
+  /// Seeking explained failures: the first failure met that the known
+  /// findings do not explain (a new bug found while shrinking the old one).
+  std::optional<Case> unexplained_set_aside;
+  /// Whether the real-size phase's shape is set (ctx is at real size).
+  bool at_real_size() const { return size_.has_value(); }
 
  private:
   const Implementation& impl_;
@@ -250,6 +290,17 @@ class CaseContext {
   std::shared_ptr<const Problem> last_call_;
   bool last_call_is_case_ = false;
   std::vector<int> case_paths_;  // the path of each call of the current case
+  std::vector<KeptCall> case_calls_;  // with known findings: the case's calls
+  // A failure recorded by the judge, pending judge_once's reading when the
+  // run has known findings (committed at once otherwise).
+  struct PendingFailure {
+    std::optional<Case> failed_case;
+    std::shared_ptr<const Problem> failed_call;
+    std::string message, path;
+    bool died = false;
+    std::vector<std::string> also_explained;
+  };
+  std::optional<PendingFailure> pending_;
   // call()'s body, p kept already; call_ok()'s check (an error fails).
   ForwardResult call_kept(const Problem& p);
   ForwardResult answered(ForwardResult r);

@@ -12,7 +12,11 @@
 namespace attncheck {
 
 struct Verdict {
-  enum class Kind { pass, fail, discard };
+  /// set_aside: a failure the search does not seek (run/judge_once.h): one
+  /// the run's known findings explain while it seeks one they do not, or
+  /// the reverse while it shrinks an explained one. Neither a pass (no case
+  /// is counted) nor a failure (the search goes on past it).
+  enum class Kind { pass, fail, discard, set_aside };
   Kind kind = Kind::pass;
   /// fail: the evidence, as the failure report prints it; discard: the
   /// reason the case is counted under; pass: empty.
@@ -26,10 +30,14 @@ struct Verdict {
     return {Kind::fail, std::move(evidence), died};
   }
   static Verdict discard(std::string reason) { return {Kind::discard, std::move(reason), false}; }
+  static Verdict set_aside(std::string evidence) {
+    return {Kind::set_aside, std::move(evidence), false};
+  }
 
   bool passed() const { return kind == Kind::pass; }
   bool failed() const { return kind == Kind::fail; }
   bool discarded() const { return kind == Kind::discard; }
+  bool was_set_aside() const { return kind == Kind::set_aside; }
 };
 
 /// What CaseContext::fail and discard throw to end a case early, carrying

@@ -35,6 +35,8 @@ namespace {
 
 // The one translation of a verdict (properties/verdict.h) into RapidCheck's
 // terms: a failure or a discard ends the RapidCheck case with its message.
+// A verdict set aside (a failure the search does not seek, run/judge_once.h)
+// is a success to RapidCheck: the search goes on past it.
 void to_rapidcheck(const Verdict& v) {
   if (v.failed()) RC_FAIL(v.message);
   if (v.discarded()) RC_DISCARD(v.message);
@@ -122,6 +124,71 @@ std::string refused_features(const CaseContext::Refusals& r,
   }
 }
 
+// A property whose search met only failures the known findings explain
+// (RunConfig::known_findings): the first of them shrunk, seeking explained
+// failures, as RapidCheck or the size passes shrink any failure (`rerun`
+// runs the small search again), and reported xfail naming its finding. A
+// failure they do not explain met while shrinking is a new bug: shrunk and
+// reported failed.
+void settle_explained(const PropertyDef& prop, const Implementation& impl, DType dtype,
+                      const RunConfig& config, CaseContext& ctx, uint64_t seed,
+                      const std::function<rc::detail::TestResult()>& rerun,
+                      const std::string& test_id, PropertyOutcome& out) {
+  ctx.seek = CaseContext::Seek::explained;
+  bool reported = false;
+  if (!ctx.explained_at_size) {
+    const auto result = rerun();
+    rc::detail::FailureResult failure;
+    if (result.match(failure)) {
+      if (!ctx.failure_died) run_shrink_passes(prop, ctx);
+      rc::detail::Configuration rc_config;
+      rc_config.testParams.seed = seed;
+      rc_config.reproduce[test_id] = failure.reproduce;
+      report_failure(prop, impl, dtype, config, ctx,
+                     {Reproduce::Kind::rc_params, rc::detail::configToMinimalString(rc_config)},
+                     failure.numSuccess, out);
+      reported = true;
+    }
+  } else {
+    const SizePhase sizes = run_real_sizes(prop, ctx, seed);
+    if (sizes.failed) {
+      report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}}, -1, out,
+                     sizes.found);
+      reported = true;
+    }
+  }
+  if (!reported && ctx.first_explained_case) {
+    // It did not fail again (a kernel whose answers vary): the case found.
+    const Case c = *ctx.first_explained_case;
+    if (judge_once(prop, ctx, c).failed()) {
+      report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}}, -1, out);
+      reported = true;
+    }
+  }
+  if (ctx.unexplained_set_aside || !reported) {
+    ctx.seek = CaseContext::Seek::unexplained;
+    if (ctx.unexplained_set_aside) {
+      const Case c = std::move(*ctx.unexplained_set_aside);
+      ctx.unexplained_set_aside.reset();
+      if (judge_once(prop, ctx, c).failed()) {
+        if (!ctx.failure_died) run_shrink_passes(prop, ctx);
+        report_failure(prop, impl, dtype, config, ctx, {Reproduce::Kind::whole_run, {}}, -1, out);
+        return;
+      }
+    }
+    if (!reported) {
+      out.status = PropertyStatus::failed;
+      out.message = fmt::format(
+          "FAILED {} on {}: {} failures the known findings explain were met, but none failed "
+          "again to be shrunk (the implementation's answers vary between calls)",
+          prop.name, impl.info().name, ctx.explained_failures);
+      return;
+    }
+  }
+  out.status = PropertyStatus::xfail;
+  out.expected = config.known_findings[ctx.explained_finding];
+}
+
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
                           const RunConfig& config) {
   const DrawFn& draw = prop.draw;
@@ -153,8 +220,11 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     }
     if (c) to_rapidcheck(judge_once(prop, ctx, *c));
   };
-  const auto result = rc::detail::checkProperty(rc::detail::toProperty(testable), metadata,
-                                                params, listener, reproduce_map);
+  const auto search = [&] {
+    return rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params,
+                                     listener, reproduce_map);
+  };
+  const auto result = search();
   // SIGINT / SIGTERM mid-property: from then on every isolated call throws
   // Cancelled, which RapidCheck takes for a failing case and shrinks to a
   // 1 x 1 problem. That is no verdict (the session reports the property
@@ -260,6 +330,12 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     result.match(error);
     out.status = PropertyStatus::failed;
     out.message = "RapidCheck error: " + error.description;
+  }
+  const bool settled = out.status == PropertyStatus::passed ||
+                       out.status == PropertyStatus::unsupported;
+  if (settled && ctx.explained_failures > 0) {
+    settle_explained(prop, impl, dtype, config, ctx, params.seed, search, metadata.id, out);
+    if (cancel_requested()) return interrupted();
   }
   return out;
 }

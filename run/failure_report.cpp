@@ -97,6 +97,24 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     report << (ctx.failure_died ? "  diagnosis: none (the call did not return, so there is no "
                                   "output to explain)\n"
                                 : describe_diagnosis(out.diagnosis));
+    // Known findings (RunConfig::known_findings): the one that explains an
+    // xfail's every offending call, or those that explain only some calls
+    // of a failure, which therefore still fails.
+    if (ctx.seek == CaseContext::Seek::explained &&
+        ctx.explained_finding < config.known_findings.size()) {
+      const KnownFinding& k = config.known_findings[ctx.explained_finding];
+      report << fmt::format("  expected: known finding {} ({}) explains every offending "
+                            "element: {}\n",
+                            k.finding, k.cause, k.reason);
+    } else if (!ctx.failure_also_explained.empty()) {
+      out.also_explained = ctx.failure_also_explained;
+      std::string names;
+      for (const std::string& n : ctx.failure_also_explained)
+        names += (names.empty() ? "" : ", ") + n;
+      report << fmt::format("  also explained by known finding {} in part, not wholly: a "
+                            "failure of its own\n",
+                            names);
+    }
     if (!config.save_failures_dir.empty()) {
       Fixture f;
       f.problem = p;

@@ -20,6 +20,16 @@ namespace attncheck {
 /// - any other exception fails the case, recorded in ctx as every failure
 ///   is ("exception while judging: WHAT"): a defect the report must show,
 ///   and one the shrinker may shrink, as RapidCheck shrinks any failure.
+/// With known findings (RunConfig::known_findings) a failure is then read
+/// call by call (judge/causes.h: read_call): it is explained when some call
+/// offends and a finding's cause explains every offending call. While ctx
+/// seeks unexplained failures, an explained one is set aside (counted in
+/// ctx.explained_failures, the first kept) and an unexplained one is
+/// recorded, naming the findings that explain some of its calls; while it
+/// seeks explained ones (to shrink one for xfail), the reverse, the first
+/// unexplained one kept in ctx.unexplained_set_aside. Every caller (the
+/// RapidCheck search and its shrinking, the size passes, the slice passes)
+/// therefore shrinks only to the kind of failure it seeks.
 Verdict judge_once(const PropertyDef& prop, CaseContext& ctx, const Case& c);
 
 }  // namespace attncheck

@@ -122,8 +122,14 @@ void JunitReporter::on_finish(const SessionResult&) {
                            xml_escape(first_line, true), status_name(o.status),
                            xml_escape(o.message, false));
       } else if (is_skipped(o.status)) {
+        // An xfail by cause is skipped with its finding's reason.
+        const std::string why =
+            o.status == PropertyStatus::xfail && o.expected
+                ? fmt::format("xfail: known finding {} ({}): {}", o.expected->finding,
+                              o.expected->cause, o.expected->reason)
+                : fmt::format("{}: {}", status_name(o.status), first_line);
         xml += fmt::format(">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
-                           xml_escape(fmt::format("{}: {}", status_name(o.status), first_line), true));
+                           xml_escape(why, true));
       } else {
         xml += "/>\n";
       }

@@ -9,9 +9,11 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "attncheck/outcome.h"
 #include "attncheck/problem.h"
 
 namespace attncheck {
@@ -67,32 +69,55 @@ Fixture load_fixture(const std::string& path);
 /// InputError "fixture: cannot write 'PATH': why".
 void save_fixture(const std::string& path, const Fixture& f);
 
-// ---- The expected-failures list (SPEC 5.2) ----
-// (implementation, property) pairs that fail because of known upstream
-// behaviour, reported xfail (and xpass when they pass).
+// ---- The expected-failures list (SPEC 5.2, by cause as docs/cli.md) ----
+// Entries by property, (implementation, property) pairs reported xfail on
+// any failure (and xpass when they pass), and entries by cause, a known
+// finding of the implementations they name (outcome.h: KnownFinding).
 
 /// Where `attncheck check` reads the list, relative to the working
 /// directory: a project keeps its own list.
 inline constexpr const char* kExpectedFailuresPath = "fixtures/expected-failures.json";
 
+/// An entry by cause.
+struct ExpectedFinding {
+  std::vector<std::string> impls;       ///< names or globs (fnmatch), any of which
+  std::optional<std::string> property;  ///< only this property's runs; nullopt = every one
+  KnownFinding finding;                 ///< finding.fixture as the file resolved it
+
+  /// Whether the entry applies to `impl`'s runs of `property`.
+  bool applies(const std::string& impl, const std::string& property) const;
+  /// Whether the entry names `impl`.
+  bool names(const std::string& impl) const;
+};
+
 /// A loaded list.
 struct ExpectedFailures {
   std::string path;  ///< the file it was read from, named in an xpass's message
-  std::set<std::pair<std::string, std::string>> entries;  ///< (impl, property)
+  std::set<std::pair<std::string, std::string>> entries;  ///< by property: (impl, property)
+  std::vector<ExpectedFinding> findings;                  ///< by cause, in the file's order
 
-  /// True when `property` on `impl` is expected to fail.
+  /// True when `property` on `impl` is expected to fail, whatever the cause.
   bool expects(const std::string& impl, const std::string& property) const {
     return entries.count({impl, property}) > 0;
   }
+  /// The known findings of `impl`'s runs of `property`, in the file's order
+  /// (RunConfig::known_findings).
+  std::vector<KnownFinding> findings_for(const std::string& impl,
+                                         const std::string& property) const;
 };
 
-/// Reads the list at `path`: an array of {"impl", "property", "reason"}, or
-/// an object holding that array under "expected_failures". A missing file
-/// is an empty list. An entry with "unless_cpu_has": [FEATURE, ...] (avx2,
-/// fma, avx512f, avx512bw, avx512vl, avx512dq) holds only on a CPU
-/// that lacks one of them: a finding in a path a kernel takes on some
-/// machines, where elsewhere the pair must pass. Throws InputError naming
-/// `path` for anything else.
+/// Reads the list at `path`: an array of entries, or an object holding that
+/// array under "expected_failures". An entry by property is {"impl",
+/// "property", "reason"}; an entry by cause is {"impl": NAME, GLOB or an
+/// array of them, "cause": a bug class of the catalogue (core/bugs.h),
+/// "finding": its name, "reason", "fixture": the finding's counterexample,
+/// a file relative to the working directory or to the list's folder, and
+/// optionally "property"}. Either may carry "unless_cpu_has": [FEATURE,
+/// ...] (avx2, fma, avx512f, avx512bw, avx512vl, avx512dq): it then holds
+/// only on a CPU that lacks one of them, a finding in a path a kernel takes
+/// on some machines. A missing file is an empty list. Throws InputError
+/// naming `path`, the entry and the field for anything else (an unknown
+/// key, cause or feature, a fixture that is not a readable regular file).
 ExpectedFailures load_expected_failures(const std::string& path);
 
 }  // namespace attncheck

@@ -22,16 +22,24 @@ struct GTestSuiteOptions {
   /// Where failing cases are saved as fixtures (relative to the test's
   /// working directory); empty = not saved.
   std::string save_failures_dir = "attncheck-failures";
+  /// The expected-failures list (docs/cli.md: by property, or a known
+  /// finding by cause), relative to the test's working directory; a missing
+  /// file is an empty list, as for `attncheck check`. A test whose failure
+  /// the list expects is skipped (GTEST_SKIP) naming the finding; one the
+  /// list expects that passes where its finding's fixture passes too (xpass)
+  /// fails, naming the entry to remove.
+  std::string expected_failures = "fixtures/expected-failures.json";
 };
 
 /// Registers with testing::RegisterTest, for every dtype `impl` supports
 /// and every property of the catalog, a test `attncheck_<impl>.<Property>_<dtype>`
 /// (characters GoogleTest filters treat specially, '.' and '-', become '_').
 /// A test passes when the property passed, is skipped (GTEST_SKIP, with the
-/// reason) when the property is skipped or unsupported, and fails with the
+/// reason) when the property is skipped, unsupported or xfail, and fails with the
 /// whole failure report (counterexample, reproduce line, fixture) otherwise.
 /// Call after testing::InitGoogleTest and before RUN_ALL_TESTS. Throws
-/// InputError for a seed (options.seed or ATTNCHECK_SEED) not below 2^53.
+/// InputError for a seed (options.seed or ATTNCHECK_SEED) not below 2^53,
+/// or an expected-failures list that does not read.
 void add_gtest_suite(std::shared_ptr<const Implementation> impl,
                      const GTestSuiteOptions& options = {});
 

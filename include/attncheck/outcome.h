@@ -49,6 +49,20 @@ struct RealSizeCounts {
 std::string real_size_summary(const RealSizeCounts& c, bool beyond_judged,
                               std::string_view beyond_judge);
 
+/// A known finding of an implementation (an entry of the expected-failures
+/// list by cause, SPEC 5.2 as docs/cli.md extends it): a failure is xfail
+/// only when its counterexample's every offending element is one `cause`
+/// predicts (judge/causes.h), and the finding is gone (xpass) only when
+/// `fixture` no longer fails.
+struct KnownFinding {
+  std::string cause;    ///< a bug class of the catalogue (core/bugs.h)
+  std::string finding;  ///< the finding's name where it is recorded ("F1")
+  std::string reason;   ///< what the kernel does, for the report
+  std::string fixture;  ///< the finding's smallest counterexample (a path)
+
+  bool operator==(const KnownFinding&) const = default;
+};
+
 /// What one run found.
 struct PropertyOutcome {
   std::string property;
@@ -73,6 +87,14 @@ struct PropertyOutcome {
   /// Names of the known bug classes (judge/diagnosis.h) that explain the
   /// shrunk counterexample's output; empty when none does or nothing failed.
   std::vector<std::string> diagnosis;
+  /// xfail by cause: the known finding that explains the counterexample;
+  /// xpass by cause: the finding whose fixture no longer fails. nullopt for
+  /// an entry by property (any failure expected) and every other status.
+  std::optional<KnownFinding> expected;
+  /// failed: the known findings that explain part of the counterexample
+  /// (some calls), though not all of it: named in the report, never a
+  /// reason to expect the failure.
+  std::vector<std::string> also_explained;
 };
 
 }  // namespace attncheck

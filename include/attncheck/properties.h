@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attncheck/implementation.h"
+#include "attncheck/outcome.h"
 
 namespace attncheck {
 
@@ -58,6 +59,13 @@ struct RunConfig {
   std::optional<DTypeCombo> combo;
   /// The options of single properties (--baseline-factor, ...).
   PropertyOptions property_options;
+  /// The known findings of this implementation and property (the session
+  /// takes them from the expected-failures list): a failing case whose
+  /// every offending call one of them explains is set aside while the
+  /// search looks for one they do not explain; only when it finds none is
+  /// the property xfail, with the explained case shrunk (docs/cli.md).
+  /// Empty: every failure counts, as without a list.
+  std::vector<KnownFinding> known_findings;
 };
 
 /// False when the environment variable ATTNCHECK_REAL_SIZES is "0"

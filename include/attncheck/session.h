@@ -87,9 +87,18 @@ struct WorkItem {
 /// implementations, then their dtypes, then properties.
 std::vector<WorkItem> work_list(const SessionConfig& config);
 
-/// A failure of a pair `expected` names becomes xfail; a pass becomes xpass,
-/// its message saying which file expected the failure.
+/// A failure of a pair `expected` names by property becomes xfail; a pass
+/// becomes xpass, its message saying which file expected the failure.
 void apply_expected_failures(const ExpectedFailures& expected, PropertyOutcome& outcome);
+
+/// By cause: a passed run becomes xpass when a known finding `expected`
+/// lists for its implementation has a fixture of this property and output
+/// format that `impl` now passes (the finding is gone); the message names
+/// the fixture, the finding and the file. A property that merely did not
+/// meet the cause stays passed. Throws InputError for a fixture that does
+/// not read.
+void note_findings_gone(const ExpectedFailures& expected, const Implementation& impl,
+                        PropertyOutcome& outcome);
 
 /// What a session found.
 struct SessionResult {

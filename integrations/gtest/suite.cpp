@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "attncheck/fixture.h"
 #include "attncheck/gtest.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
@@ -23,11 +24,21 @@ std::string test_name_part(std::string s) {
 class PropertyTest : public testing::Test {
  public:
   PropertyTest(std::shared_ptr<const Implementation> impl, const PropertyInfo* prop, DType dtype,
-               RunConfig config)
-      : impl_(std::move(impl)), prop_(prop), dtype_(dtype), config_(std::move(config)) {}
+               RunConfig config, std::shared_ptr<const ExpectedFailures> expected)
+      : impl_(std::move(impl)),
+        prop_(prop),
+        dtype_(dtype),
+        config_(std::move(config)),
+        expected_(std::move(expected)) {}
 
   void TestBody() override {
-    const PropertyOutcome o = run_property(*prop_, *impl_, dtype_, config_);
+    // As a session runs an item: the known findings of this implementation
+    // and property set aside while the search seeks another failure.
+    RunConfig config = config_;
+    config.known_findings = expected_->findings_for(impl_->info().name, prop_->name);
+    PropertyOutcome o = run_property(*prop_, *impl_, dtype_, config);
+    apply_expected_failures(*expected_, o);
+    note_findings_gone(*expected_, *impl_, o);
     switch (o.status) {
       case PropertyStatus::passed:
         RecordProperty("max_budget_used", fmt::format("{:.3g}", o.max_budget_used));
@@ -35,6 +46,13 @@ class PropertyTest : public testing::Test {
       case PropertyStatus::skipped:
       case PropertyStatus::unsupported:
         GTEST_SKIP() << status_name(o.status) << ": " << o.message;
+      case PropertyStatus::xfail:
+        if (o.expected) {
+          GTEST_SKIP() << "xfail: known finding " << o.expected->finding << " ("
+                       << o.expected->cause << "): " << o.expected->reason << "\n"
+                       << o.message;
+        }
+        GTEST_SKIP() << "xfail (" << expected_->path << "): " << o.message;
       default:
         FAIL() << o.message;
     }
@@ -45,6 +63,7 @@ class PropertyTest : public testing::Test {
   const PropertyInfo* prop_;
   DType dtype_;
   RunConfig config_;
+  std::shared_ptr<const ExpectedFailures> expected_;
 };
 
 }  // namespace
@@ -61,14 +80,18 @@ void add_gtest_suite(std::shared_ptr<const Implementation> impl, const GTestSuit
   flags.cases = options.cases;
   flags.save_failures_dir = options.save_failures_dir;
   session.run = configure_run(flags, process_environment());
+  const auto expected = std::make_shared<const ExpectedFailures>(
+      options.expected_failures.empty() ? ExpectedFailures{}
+                                        : load_expected_failures(options.expected_failures));
   const std::string suite = "attncheck_" + test_name_part(impl->info().name);
   // GoogleTest shards and filters the tests itself: the session's work list
   // is used whole, one test per item.
   for (const WorkItem& item : work_list(session)) {
     const std::string name = fmt::format("{}_{}", item.property->name, dtype_name(item.dtype));
     testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                          [item, config = session.run]() -> testing::Test* {
-                            return new PropertyTest(item.impl, item.property, item.dtype, config);
+                          [item, config = session.run, expected]() -> testing::Test* {
+                            return new PropertyTest(item.impl, item.property, item.dtype, config,
+                                                    expected);
                           });
   }
 }

@@ -109,6 +109,18 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
     d["counterexample"] = py::none();
   }
   d["diagnosis"] = o.diagnosis;
+  // Known findings (docs/cli.md): the one an xfail (or xpass) is about.
+  if (o.expected) {
+    py::dict e;
+    e["cause"] = o.expected->cause;
+    e["finding"] = o.expected->finding;
+    e["reason"] = o.expected->reason;
+    e["fixture"] = o.expected->fixture;
+    d["expected"] = e;
+  } else {
+    d["expected"] = py::none();
+  }
+  d["also_explained"] = o.also_explained;
   return d;
 }
 

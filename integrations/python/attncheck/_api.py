@@ -39,7 +39,8 @@ class Outcome:
     the shrunk problem, the diagnosis, the seed, the reproduce line and the
     fixture). As data: counterexample (the shrunk problem's shape, a dict),
     diagnosis (the names of the known bug classes that explain it),
-    real_sizes (the real-size phase's counts, or None), fixture
+    real_sizes (the real-size phase's counts, or None), expected (the known
+    finding an xfail is explained by, or None), fixture
     (its path), reproduce (the command line that reruns the search), and
     problem / args, read from the fixture."""
 
@@ -58,6 +59,12 @@ class Outcome:
         self.fixture = d["fixture"]
         self.counterexample = d["counterexample"]
         self.diagnosis = list(d["diagnosis"])
+        # Known findings by cause (docs/cli.md): {"cause", "finding",
+        # "reason", "fixture"} for an xfail it explains or an xpass whose
+        # fixture now passes, else None; also_explained: the findings that
+        # explain only part of a failure.
+        self.expected = d.get("expected")
+        self.also_explained = list(d.get("also_explained", []))
         self.reproduce = next((line.strip()[len("reproduce: "):]
                                for line in self.message.splitlines()
                                if line.strip().startswith("reproduce: ")), None)

@@ -137,6 +137,9 @@ class PropertyItem(pytest.Item):
         if o.status in ("skipped", "unsupported"):
             pytest.skip(f"{o.status}: {o.message}")
         if o.status == "xfail":
+            if o.expected:
+                e = o.expected
+                pytest.xfail(f"known finding {e['finding']} ({e['cause']}): {e['reason']}")
             first = o.message.splitlines()[1].strip() if "\n" in o.message else o.message
             pytest.xfail(f"expected failure ({checkers.expected_failures}): {first}")
         raise AttncheckFailure(o)

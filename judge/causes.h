@@ -1,0 +1,72 @@
+#pragma once
+// Known causes: whether a failing call's output is explained by a bug class
+// of the catalogue (core/bugs.h) that an expected-failures entry names as a
+// known finding's cause (docs/cli.md "Expected failures by cause"). The
+// rule is the diagnosis's (judge/diagnosis.h), element by element: a call
+// is explained when every element outside its tolerance is one the cause
+// predicts, so a second bug in the same output is never hidden by the
+// first. The evidence tests of the classes that no alternative result can
+// state (an accumulator that overflows or stagnates) are here too, beside
+// the offence they read.
+
+#include <string>
+#include <vector>
+
+#include "attncheck/implementation.h"
+#include "attncheck/oracle.h"
+#include "judge/diagnosis.h"
+
+namespace attncheck {
+
+/// The offending elements of `got` (status ok) for the dense problem p,
+/// `correct` = oracle(p) (Offence, judge/diagnosis.h). The result points at
+/// its arguments, which must outlive it.
+Offence offence(const Problem& p, const ForwardResult& got, const OracleResult& correct,
+                const ImplInfo& info);
+
+/// How one call of a failed case reads against its correct result.
+enum class CallReading {
+  correct,      ///< within tolerance everywhere (or not judged: UNSUPPORTED)
+  explained,    ///< offends, and one of the causes predicts every offending element
+  unexplained,  ///< offends where none of the causes predicts it
+};
+
+struct CallVerdict {
+  CallReading reading = CallReading::correct;
+  size_t cause = 0;  ///< explained: the index in `causes` of the one that explains it
+};
+
+/// Reads one call: `got` for p (dense or varlen, each sequence read as its
+/// dense problem) against the causes, bug class names of the catalogue, in
+/// order. An error is correct where p has a row without allowed keys and
+/// the implementation's policy is error, explained where a cause's
+/// hypothesis explains the error (diagnose()'s error path), else
+/// unexplained; a problem the oracle refuses is unexplained. Never throws.
+CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
+                      const ForwardResult& got, const ImplInfo& info);
+
+/// Whether `name` is a bug class the catalogue can give as a cause.
+bool is_known_cause(const std::string& name);
+
+// ---- The evidence tests (Hypothesis::evidence) of the accumulator classes ----
+
+/// f16_pv_sum_overflow: V stored in f16; no weight or lse offends; every
+/// offending out element is non-finite or beyond f16's largest finite value
+/// (65504), at a column where the unnormalised sum of |v_j| exp(s_j - m),
+/// taken over the allowed keys in order as an online softmax takes it (m the
+/// running max) in one accumulator over the row or over any of the chunks
+/// 1 to 16 threads split it into (ggml's split_kv), reaches the first value
+/// f16 rounds to inf (65520) within its first-order rounding growth.
+bool f16_pv_sum_overflows(const Offence& o, const ImplInfo& info);
+
+/// f16_pv_sum_rounding and bf16_pv_sum_rounding: no weight or lse offends;
+/// every offending out element is finite and within its tolerance plus what
+/// one accumulator of that format can lose over the row (V stored in that
+/// format; for bf16 only on a row beyond the declared first-order analysis,
+/// which covers a declared bf16 accumulator below it): first order, each of the two
+/// roundings per key (the update and the rescale) errs by at most u times
+/// the exact partial sum of |v_j| exp(s_j - m) up to that key, and each
+/// term once more, divided by the row's sum of exp(s_j - m).
+bool pv_sum_rounding_explains(const Offence& o, DType accumulator);
+
+}  // namespace attncheck
