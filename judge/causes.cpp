@@ -143,7 +143,7 @@ DType v_format(const Problem& p) { return p.kv_dtype.value_or(p.dtype); }
 }  // namespace
 
 Offence offence(const Problem& p, const ForwardResult& got, const OracleResult& correct,
-                const ImplInfo& info) {
+                const ImplInfo& info, bool beyond_offends) {
   Offence o;
   o.p = &p;
   o.got = &got;
@@ -192,13 +192,14 @@ Offence offence(const Problem& p, const ForwardResult& got, const OracleResult& 
   }
   o.weights_or_lse = o.any;
   o.any = o.any || any_out;
-  // Nothing outside T or T^L, yet the case failed: on rows beyond the
+  // Nothing outside T or T^L, yet the case failed (beyond_offends: no call
+  // of it offends otherwise): on rows beyond the
   // first-order analysis that is AsAccurateAsBaseline's judgement (SPEC 2:
   // an error above F times the plain algorithm's, within T^L). Every
   // element there that is not exact then offends, for the causes to account
   // for (an accumulator's loss explains it; an inf or an alternative result
   // does not).
-  if (!o.any && t.ill_conditioned_rows > 0) {
+  if (beyond_offends && !o.any && t.ill_conditioned_rows > 0) {
     for (size_t k = 0; k < o.out.size() && k < got.out.size(); ++k) {
       const size_t row = k / static_cast<size_t>(p.dv);
       if (!o.beyond[row] || correct.row_empty[row] || got.out[k] == correct.out[k]) continue;
@@ -255,7 +256,7 @@ bool pv_sum_rounding_explains(const Offence& o, DType accumulator) {
 bool is_known_cause(const std::string& name) { return find_hypothesis(name) != nullptr; }
 
 CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
-                      const ForwardResult& got, const ImplInfo& declared) {
+                      const ForwardResult& got, const ImplInfo& declared, bool beyond_offends) {
   const CallVerdict unexplained{CallReading::unexplained, 0};
   // A call is judged by the precision of the path it took (SPEC 4.1), as
   // the property judged it.
@@ -271,7 +272,8 @@ CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
       for (int64_t b = 0; b < p.batch; ++b) {
         if (p.seq_tq(b) == 0) continue;
         const CallVerdict s =
-            read_call(causes, sequence_problem(p, b), sequence_result(p, got, b), info);
+            read_call(causes, sequence_problem(p, b), sequence_result(p, got, b), info,
+                      beyond_offends);
         if (s.reading == CallReading::unexplained) return s;
         if (s.reading == CallReading::explained) v = s;
       }
@@ -290,7 +292,7 @@ CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
         p.descale && (p.descale->q != 1 || p.descale->k != 1 || p.descale->v != 1);
     const OracleResult correct = oracle(p);
     if (got.out.size() != correct.out.size()) return unexplained;
-    const Offence off = offence(p, got, correct, info);
+    const Offence off = offence(p, got, correct, info, beyond_offends);
     if (!off.any) return {};
     std::optional<Tolerances> tol;
     for (size_t c = 0; c < causes.size(); ++c) {

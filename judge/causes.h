@@ -21,8 +21,12 @@ namespace attncheck {
 /// The offending elements of `got` (status ok) for the dense problem p,
 /// `correct` = oracle(p) (Offence, judge/diagnosis.h). The result points at
 /// its arguments, which must outlive it.
+/// `beyond_offends`: a failed case none of whose calls offends otherwise
+/// (AsAccurateAsBaseline's judgement beyond the first-order analysis):
+/// every inexact out element of a row beyond it offends. Never for a
+/// diagnosis, where a correct output must get no name.
 Offence offence(const Problem& p, const ForwardResult& got, const OracleResult& correct,
-                const ImplInfo& info);
+                const ImplInfo& info, bool beyond_offends = false);
 
 /// How one call of a failed case reads against its correct result.
 enum class CallReading {
@@ -41,9 +45,11 @@ struct CallVerdict {
 /// order. An error is correct where p has a row without allowed keys and
 /// the implementation's policy is error, explained where a cause's
 /// hypothesis explains the error (diagnose()'s error path), else
-/// unexplained; a problem the oracle refuses is unexplained. Never throws.
+/// unexplained; a problem the oracle refuses is unexplained (judged by the
+/// precision of the path the call took). Never throws.
 CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
-                      const ForwardResult& got, const ImplInfo& info);
+                      const ForwardResult& got, const ImplInfo& info,
+                      bool beyond_offends = false);
 
 /// Whether `name` is a bug class the catalogue can give as a cause.
 bool is_known_cause(const std::string& name);

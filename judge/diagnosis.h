@@ -66,9 +66,8 @@ using AlternativesFn = std::function<std::vector<Alternative>(
 /// a row beyond both; a row without allowed keys offends wholly under the
 /// error policy (an error was due) and wherever it is not zero under the
 /// zero policy. Weights and lse count where the implementation declares
-/// them. When nothing offends so, every inexact out element of a row beyond
-/// the first-order analysis does (what AsAccurateAsBaseline judges there).
-/// Made by offence() (judge/causes.h).
+/// them. Made by offence() (judge/causes.h), which can also count every
+/// inexact element of a row beyond the first-order analysis.
 struct Offence {
   const Problem* p = nullptr;
   const ForwardResult* got = nullptr;

@@ -437,7 +437,9 @@ std::optional<Problem> tiled_softcap_padding(const Problem& p) {
 }
 
 // Each bug class of the catalogue (core/bugs.h) with what it computes, in
-// the catalogue's order.
+// the catalogue's order; knows_sinks where the alternative is the oracle's
+// for a transformed problem that keeps the sink as it is (the scale classes,
+// the tiled padding).
 struct Entry {
   Bug bug;
   AlternativeFn alternative;
@@ -448,13 +450,14 @@ struct Entry {
 
 std::vector<Hypothesis> make_table() {
   const std::vector<Entry> entries = {
-      {Bug::scale_one, with_scale([](const Problem&) { return 1.0; })},
+      {Bug::scale_one, with_scale([](const Problem&) { return 1.0; }), {}, {}, true},
       {Bug::scale_over_dk,
-       with_scale([](const Problem& p) { return 1.0 / static_cast<double>(p.dk); })},
+       with_scale([](const Problem& p) { return 1.0 / static_cast<double>(p.dk); }), {}, {},
+       true},
       {Bug::scale_over_sqrt_dv,
-       with_scale([](const Problem& p) { return Problem::default_scale(p.dv); })},
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dv); }), {}, {}, true},
       {Bug::scale_argument_ignored,
-       with_scale([](const Problem& p) { return Problem::default_scale(p.dk); })},
+       with_scale([](const Problem& p) { return Problem::default_scale(p.dk); }), {}, {}, true},
       {Bug::softmax_query_axis, softmax_over_queries},
       {Bug::alignment_swapped, transformed([](const Problem& p) -> std::optional<Problem> {
          if ((!p.causal && !has_window(p)) || p.tq == p.tk) return std::nullopt;
