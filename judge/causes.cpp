@@ -253,6 +253,22 @@ bool pv_sum_rounding_explains(const Offence& o, DType accumulator) {
   });
 }
 
+bool nan_on_empty_rows(const Offence& o, const ImplInfo&) {
+  const Problem& p = *o.p;
+  const auto only_empty_nan = [&](const std::vector<uint8_t>& bad, const std::vector<double>& got,
+                                  size_t per_row, bool nan_or_inf) {
+    for (size_t k = 0; k < bad.size(); ++k) {
+      if (!bad[k]) continue;
+      if (!o.correct->row_empty[k / per_row] || k >= got.size()) return false;
+      if (!(std::isnan(got[k]) || (nan_or_inf && !std::isfinite(got[k])))) return false;
+    }
+    return true;
+  };
+  return only_empty_nan(o.out, o.got->out, static_cast<size_t>(p.dv), false) &&
+         only_empty_nan(o.weights, o.got->weights, static_cast<size_t>(p.tk), false) &&
+         only_empty_nan(o.lse, o.got->lse, 1, true);
+}
+
 bool is_known_cause(const std::string& name) { return find_hypothesis(name) != nullptr; }
 
 CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,

@@ -54,7 +54,13 @@ CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
 /// Whether `name` is a bug class the catalogue can give as a cause.
 bool is_known_cause(const std::string& name);
 
-// ---- The evidence tests (Hypothesis::evidence) of the accumulator classes ----
+// ---- The evidence tests (Hypothesis::evidence) ----
+
+/// empty_row_nan: every offending element lies on a row without allowed
+/// keys and is NaN there (lse: not finite), whatever the rest of the
+/// problem's conditioning (its alternative result is not trusted on rows
+/// beyond the first-order analysis, so it cannot say this).
+bool nan_on_empty_rows(const Offence& o, const ImplInfo& info);
 
 /// f16_pv_sum_overflow: V stored in f16; no weight or lse offends; every
 /// offending out element is non-finite or beyond f16's largest finite value

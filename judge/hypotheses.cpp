@@ -536,7 +536,7 @@ std::vector<Hypothesis> make_table() {
       {Bug::mask_fill_1e9,
        masked_by_fill([](double s) { return static_cast<Real>(s) - Real{1e9}; }, true)},
       {Bug::softcap_without_division, softcap_without_division},
-      {Bug::empty_row_nan, empty_row_nan},
+      {Bug::empty_row_nan, empty_row_nan, {}, nan_on_empty_rows},
       {Bug::undeclared_flush, undeclared_flush},
       {Bug::small_exps_dropped, nullptr, small_exps_dropped},
       {Bug::computed_in_f32, computed_in(DType::f64, DType::f32)},

@@ -66,3 +66,24 @@ def test_expected_failures_are_xfail(pytester):
     result = run(pytester, "-k", "noscale and MatchesOracle",
                  "--attncheck-expected-failures", str(expected))
     result.assert_outcomes(xfailed=1)
+
+
+def test_a_known_finding_by_cause_is_xfail_and_another_cause_hides_nothing(pytester):
+    # The finding's fixture: the failure saved by a first run.
+    saved = pytester.path / "saved"
+    run(pytester, "-k", "noscale and MatchesOracle", "--attncheck-save-failures", str(saved))
+    fixture = saved / "noscale-f64-MatchesOracle.json"
+    assert fixture.is_file()
+    expected = pytester.path / "expected.json"
+    expected.write_text(json.dumps([{"impl": "noscale", "cause": "scale_one", "finding": "N1",
+                                     "reason": "forgets the scale", "fixture": str(fixture)}]))
+    result = run(pytester, "-rx", "-k", "noscale and MatchesOracle",
+                 "--attncheck-expected-failures", str(expected))
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["*known finding N1 (scale_one): forgets the scale*"])
+    # A cause that does not explain the counterexample expects nothing.
+    expected.write_text(json.dumps([{"impl": "noscale", "cause": "empty_row_nan", "finding": "N2",
+                                     "reason": "NaN rows", "fixture": str(fixture)}]))
+    result = run(pytester, "-k", "noscale and MatchesOracle",
+                 "--attncheck-expected-failures", str(expected))
+    result.assert_outcomes(failed=1)
