@@ -89,20 +89,18 @@ std::string string_field(const nlohmann::json& e, const char* key, const std::st
   return e[key].get<std::string>();
 }
 
-// The finding's fixture: relative to the working directory, or else to the
-// list's folder; a readable regular file (a FIFO or a folder is refused,
-// never opened).
+// The finding's fixture, relative to the list's own folder (as an include
+// is to its file, so the list reads the same from any working directory);
+// a readable regular file (a FIFO or a folder is refused, never opened).
 std::string fixture_path(const std::string& given, const std::string& list,
                          const std::string& where) {
   namespace fs = std::filesystem;
-  std::vector<fs::path> tries{fs::path(given)};
-  if (fs::path(given).is_relative()) tries.push_back(fs::path(list).parent_path() / given);
-  for (const fs::path& t : tries) {
-    std::error_code ec;
-    if (fs::is_regular_file(t, ec)) return t.string();
-  }
+  const fs::path p = fs::path(given).is_relative() ? fs::path(list).parent_path() / given
+                                                    : fs::path(given);
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) return p.string();
   throw InputError(fmt::format("{}: field 'fixture': '{}' is not a readable regular file", where,
-                               given));
+                               p.string()));
 }
 
 ExpectedFinding finding_entry(const nlohmann::json& e, const std::string& path,

@@ -297,6 +297,41 @@ std::vector<std::string> diagnose_failure(const Implementation& impl, const Fail
     diagnosed = &*f.shrunk_call;
     names = diagnose_failure(impl, *f.shrunk_call);
   }
+  Problem magnified;
+  if (names.empty() && f.unshrunk && cost(*f.unshrunk) <= kMaxConfirmCost) {
+    // A shrunk case can be too small to tell a bug from the correct answer
+    // (one key whose score the wrong scale moves by less than the two
+    // predictions' tolerances): the first failing case speaks, kept only
+    // when a problem near it agrees.
+    diagnosed = &*f.unshrunk;
+    names = diagnose_failure(impl, *f.unshrunk);
+    if (names.empty() && f.unshrunk_call && cost(*f.unshrunk_call) <= kMaxConfirmCost) {
+      diagnosed = &*f.unshrunk_call;
+      names = diagnose_failure(impl, *f.unshrunk_call);
+    }
+    if (names.empty()) {
+      // Still too small (the first failing case was one key of one
+      // dimension): the same problem with Q magnified 4 times (exact in
+      // binary formats) widens what a wrong score does, so a scale or
+      // mask bug can be told apart; confirmed near it as above.
+      magnified = f.shrunk;
+      const DType qf = magnified.q_dtype.value_or(magnified.dtype);
+      for (double& x : magnified.q.data) x = round_to(qf, 4 * x);
+      diagnosed = &magnified;
+      names = diagnose_failure(impl, magnified);
+    }
+    if (names.empty()) return names;
+    std::vector<std::string> confirming;
+    try {
+      confirming = diagnose_failure(impl, nearby_problem(*diagnosed));
+    } catch (...) {
+      confirming.clear();
+    }
+    std::erase_if(names, [&](const std::string& n) {
+      return std::find(confirming.begin(), confirming.end(), n) == confirming.end();
+    });
+    return names;
+  }
   if (names.empty()) return names;
   // A shrunk problem can be degenerate (one query, one key block): a
   // hypothesis is kept only when a second failing problem agrees.

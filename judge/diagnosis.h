@@ -150,7 +150,11 @@ struct FailureRecord {
 /// problem (or, when none, its failing call) that also explain the unshrunk
 /// case or its failing call; without an unshrunk case, or one too large to
 /// diagnose cheaply, those that also explain nearby_problem() of the
-/// diagnosed problem. Never throws.
+/// diagnosed problem. When neither the shrunk problem nor its call has a
+/// name (a case too small to tell the bug from the correct answer), the
+/// names of the unshrunk case (or its call), else of the shrunk problem
+/// with Q magnified 4 times, that nearby_problem() of it confirms. Never
+/// throws.
 std::vector<std::string> diagnose_failure(const Implementation& impl, const FailureRecord& f);
 
 /// A problem drawn near `p`: the same shape, masks and parameters, each

@@ -18,7 +18,7 @@ cd "$tmp" || exit 1
 list() { printf '{"expected_failures": [%s]}\n' "$1" > fixtures/expected-failures.json; }
 
 # 1. The finding is gone: loop_f32 rejects the empty row its fixture holds.
-list '{"impl": "loop_f*", "cause": "empty_row_nan", "finding": "T1", "reason": "NaN on empty rows", "fixture": "fixtures/nan.json"}'
+list '{"impl": "loop_f*", "cause": "empty_row_nan", "finding": "T1", "reason": "NaN on empty rows", "fixture": "nan.json"}'
 out=$("$bin" check --impl loop_f32 --property EmptyRowsAreRejected --dtype f32 --cases 20 --no-real-sizes 2>&1)
 rc=$?
 echo "$out"
@@ -35,7 +35,7 @@ echo "$out" | grep -q '^passed .*RowSumsToOne' || fail "RowSumsToOne not passed:
 
 # 3. A bug the cause does not explain fails: the scale bug of
 #    broken_unscaled is no NaN on empty rows.
-list '{"impl": "broken_unscaled", "cause": "empty_row_nan", "finding": "T1", "reason": "NaN on empty rows", "fixture": "fixtures/nan.json"}'
+list '{"impl": "broken_unscaled", "cause": "empty_row_nan", "finding": "T1", "reason": "NaN on empty rows", "fixture": "nan.json"}'
 out=$("$bin" check --impl broken_unscaled --property MatchesOracle --cases 30 --no-real-sizes 2>&1)
 rc=$?
 test $rc -eq 1 || fail "an unexplained failure must exit 1, got $rc: $out"
@@ -52,8 +52,8 @@ bad() {
   test "$(echo "$err" | wc -l)" -eq 1 || fail "bad entry '$1': more than one line"
   echo "$err" | grep -q "entry 0.*$2" || fail "bad entry '$1': does not name $2"
 }
-bad '{"impl": "loop_f32", "cause": "no_such_bug", "finding": "T1", "reason": "r", "fixture": "fixtures/nan.json"}' "cause"
-bad '{"impl": "loop_f32", "cause": "empty_row_nan", "finding": "T1", "reason": "r", "fixture": "fixtures/missing.json"}' "fixture"
-bad '{"impl": "loop_f32", "cause": "empty_row_nan", "reason": "r", "fixture": "fixtures/nan.json"}' "finding"
-bad '{"impl": "loop_f32", "cause": "empty_row_nan", "finding": "T1", "reason": "r", "fixture": "fixtures/nan.json", "propety": "X"}' "propety"
+bad '{"impl": "loop_f32", "cause": "no_such_bug", "finding": "T1", "reason": "r", "fixture": "nan.json"}' "cause"
+bad '{"impl": "loop_f32", "cause": "empty_row_nan", "finding": "T1", "reason": "r", "fixture": "missing.json"}' "fixture"
+bad '{"impl": "loop_f32", "cause": "empty_row_nan", "reason": "r", "fixture": "nan.json"}' "finding"
+bad '{"impl": "loop_f32", "cause": "empty_row_nan", "finding": "T1", "reason": "r", "fixture": "nan.json", "propety": "X"}' "propety"
 echo "known findings: ok"

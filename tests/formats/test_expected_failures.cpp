@@ -68,13 +68,37 @@ TEST_F(ExpectedFailuresTest, ReadsAnArrayOrAnObjectHoldingOne) {
 TEST_F(ExpectedFailuresTest, AnythingElseIsOneLineNamingTheFile) {
   const std::string path = write("{}");
   EXPECT_EQ(error_of(path), path + ": expected an array of {impl, property, reason}");
-  for (const char* bad : {R"([{"impl": "a"}])", R"([{"impl": 1, "property": "P"}])", "[3]"}) {
+  for (const char* bad : {R"([{"impl": "a"}])", R"([{"impl": 1, "property": "P"}])"}) {
     write(bad);
     EXPECT_EQ(error_of(path), path + ": every entry needs string fields 'impl' and 'property'")
         << bad;
   }
+  write("[3]");
+  EXPECT_EQ(error_of(path),
+            path + ": entry 0: expected an object with 'impl' and 'property' or 'cause'");
   write("[");
   EXPECT_EQ(error_of(path).rfind(path + ": ", 0), 0u);
+}
+
+TEST_F(ExpectedFailuresTest, AFindingsFixtureIsRelativeToTheListsFolder) {
+  // The list reads the same from any working directory: its fixtures lie
+  // beside it, as an include beside its file (ci/test's cli script runs in
+  // a temporary folder with the project's list and fixtures copied there).
+  fs::create_directories(dir_ / "ggml");
+  std::ofstream(dir_ / "ggml" / "case.json") << "{}";
+  const std::string path = write(R"([{"impl": ["x_*", "y"], "cause": "empty_row_nan",
+      "finding": "F9", "reason": "NaN rows", "fixture": "ggml/case.json"}])");
+  const ExpectedFailures e = load_expected_failures(path);
+  ASSERT_EQ(e.findings.size(), 1u);
+  EXPECT_EQ(e.findings[0].finding.fixture, (dir_ / "ggml" / "case.json").string());
+  EXPECT_EQ(e.findings_for("x_f16", "MatchesOracle").size(), 1u);
+  EXPECT_EQ(e.findings_for("z", "MatchesOracle").size(), 0u);
+  // A path that names a file only from the working directory is refused.
+  write(R"([{"impl": "x", "cause": "empty_row_nan", "finding": "F9", "reason": "r",
+      "fixture": "fixtures/expected-failures.json"}])");
+  EXPECT_EQ(error_of(path), path + ": entry 0: field 'fixture': '" +
+                                (dir_ / "fixtures/expected-failures.json").string() +
+                                "' is not a readable regular file");
 }
 
 TEST_F(ExpectedFailuresTest, AnEntryUnlessTheCpuHasFeaturesHoldsOnlyWhereOneIsMissing) {
