@@ -23,6 +23,7 @@
 #include "formats/json.h"
 #include "core/features.h"
 #include "host/isolation.h"
+#include "run/parallel_session.h"
 #include "host/modules.h"
 #include "attncheck/oracle.h"
 #include "formats/output_file.h"
@@ -102,7 +103,15 @@ struct CheckOptions {
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   double baseline_factor = kDefaultBaselineFactor;
+  int jobs = 0;  ///< --jobs; 0 = default_jobs
 };
+
+// The memory one process of `check --jobs` is planned to take when
+// --memory-limit-mb gives no figure of its own (the default, half of the
+// machine, is a ceiling against a runaway worker, not what one uses): the
+// largest real-size problems of the thorough profile and their oracle take
+// well under 1 GiB; 2 GiB leaves an implementation's own buffers room.
+constexpr int64_t kPlannedMemoryPerJobMb = 2048;
 
 // The flags of `check` that configure the run (run/config.h adds the
 // environment's variables).
@@ -329,6 +338,9 @@ int check_command(const CheckOptions& opt) {
     config.impls.push_back(impl);
   }
   if (!opt.no_isolation) config.isolation = IsolationOptions{opt.timeout_ms, opt.memory_limit_mb};
+  config.jobs = opt.jobs > 0 ? opt.jobs
+                             : default_jobs(opt.memory_limit_mb > 0 ? opt.memory_limit_mb
+                                                                    : kPlannedMemoryPerJobMb);
   for (const std::string& name : opt.properties) {
     const PropertyInfo* p = find_property(name);
     if (!p) throw InputError(fmt::format("--property: unknown property '{}' (see attncheck list)", name));
@@ -468,6 +480,11 @@ void add_check(CLI::App& app, CommandLine& cl) {
                     "AsAccurateAsBaseline's F: an error up to F times the baseline's, plus T^L "
                     "(default 8; at least 1)")
       ->check(kBaselineFactor);
+  check->add_option("--jobs,-j", cl.opt.jobs,
+                    "processes to run the work list in (default: the CPUs this process may use, "
+                    "at most one per --memory-limit-mb, else per 2 GiB, of available memory); "
+                    "the output is the same for any N")
+      ->check(CLI::Range(1, 1024));
   check->add_flag("--no-isolation", cl.opt.no_isolation,
                   "run implementations in this process (for a debugger; a crash then ends "
                   "the run)");

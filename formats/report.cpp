@@ -181,6 +181,7 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
   // of one run never share one, so a second is the same report given twice
   // (or overlapping shards), refused rather than counted twice.
   std::map<std::tuple<std::string, std::string, std::string>, std::string> seen_results;
+  std::vector<nlohmann::json> reports;
   for (const std::string& path : paths) {
     // Within the size and nesting limits; errors are one line naming the file.
     const nlohmann::json j = read_json_file(path);
@@ -224,6 +225,7 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
     }
     if (merged.is_null()) {
       merged = j;
+      reports.push_back(j);
       continue;
     }
     for (const char* key : {"seed", "profile"}) {
@@ -232,6 +234,7 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
       }
     }
     for (const auto& r : j["results"]) merged["results"].push_back(r);
+    reports.push_back(j);
     if (has_impls) {
       // Each name once: shards of one run declare the same implementations.
       nlohmann::json& joined = merged["implementations"];
@@ -244,6 +247,59 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
       }
     }
   }
+  // Every shard of one run, each once (their "shard" fields say so): the
+  // results go back in the order of the whole list, where item i is the
+  // (i / N)-th result of shard i % N + 1, and the implementations in the
+  // order they first appear there, so the merge is the single run's report.
+  const size_t n = reports.size();
+  std::vector<const nlohmann::json*> by_index(n, nullptr);
+  bool whole_run = n > 1;
+  for (const nlohmann::json& r : reports) {
+    const nlohmann::json& s = r.value("shard", nlohmann::json());
+    if (!s.is_object() || !s.value("count", nlohmann::json()).is_number_integer() ||
+        !s.value("index", nlohmann::json()).is_number_integer() ||
+        s["count"].get<int64_t>() != static_cast<int64_t>(n)) {
+      whole_run = false;
+      break;
+    }
+    const int64_t k = s["index"].get<int64_t>();
+    if (k < 1 || k > static_cast<int64_t>(n) || by_index[k - 1]) {
+      whole_run = false;
+      break;
+    }
+    by_index[k - 1] = &r;
+  }
+  if (whole_run) {
+    nlohmann::json results = nlohmann::json::array();
+    std::vector<size_t> next(n, 0);
+    for (size_t i = 0;; ++i) {
+      const nlohmann::json& shard = (*by_index[i % n])["results"];
+      if (next[i % n] >= shard.size()) break;
+      results.push_back(shard[next[i % n]++]);
+    }
+    size_t total = 0;
+    for (const nlohmann::json& r : reports) total += r["results"].size();
+    if (results.size() == total) {
+      merged["results"] = std::move(results);
+      if (merged.contains("implementations")) {
+        nlohmann::json impls = nlohmann::json::array();
+        for (const auto& r : merged["results"]) {
+          const auto named = [&](const nlohmann::json& i) { return i["name"] == r.value("impl", ""); };
+          if (std::any_of(impls.begin(), impls.end(), named)) continue;
+          for (const nlohmann::json& rep : reports) {
+            const nlohmann::json& list = rep.value("implementations", nlohmann::json::array());
+            const auto it = std::find_if(list.begin(), list.end(), named);
+            if (it != list.end()) {
+              impls.push_back(*it);
+              break;
+            }
+          }
+        }
+        merged["implementations"] = std::move(impls);
+      }
+    }
+  }
+  merged.erase("shard");
   return merged;
 }
 

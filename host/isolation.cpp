@@ -97,6 +97,23 @@ class IsolatedImpl : public IsolatedImplementation {
     return earlier_hangs_ + hangs_ >= kMaxHangsPerRun;
   }
 
+  int hangs_in_run() const override {
+    std::lock_guard lock(mutex_);
+    return earlier_hangs_ + hangs_;
+  }
+
+  void set_hangs_in_run(int hangs) const override {
+    std::lock_guard lock(mutex_);
+    earlier_hangs_ = hangs;
+    hangs_ = 0;
+  }
+
+  // stop_idle_workers(): the worker stops when no call holds it.
+  void stop_if_idle() const {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (lock.owns_lock()) stop_idle_worker();
+  }
+
   ForwardResult forward(const Problem& p) const override {
     std::lock_guard lock(mutex_);
     if (over_budget()) return ForwardResult::unsupported();
@@ -370,6 +387,15 @@ std::vector<std::shared_ptr<const Implementation>> isolated_impls(const std::str
 }
 
 }  // namespace
+
+void stop_idle_workers() {
+  std::vector<const IsolatedImpl*> live;
+  {
+    std::lock_guard lock(live_mutex);
+    live.assign(live_workers_lru().begin(), live_workers_lru().end());
+  }
+  for (const IsolatedImpl* impl : live) impl->stop_if_idle();
+}
 
 std::shared_ptr<const Implementation> isolate(std::shared_ptr<const Implementation> impl,
                                               IsolationOptions options) {

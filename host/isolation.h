@@ -105,7 +105,18 @@ class IsolatedImplementation : public Implementation {
   /// True once the implementation has hung kMaxHangsPerRun times in this
   /// run: it is not called again.
   virtual bool out_of_hangs() const = 0;
+  /// The hangs of this run so far.
+  virtual int hangs_in_run() const = 0;
+  /// Before a property: the hangs of the run's earlier properties, wherever
+  /// they ran (`check --jobs` runs them in several processes), so the
+  /// property treats a hang as it would in one process.
+  virtual void set_hangs_in_run(int hangs) const = 0;
 };
+
+/// Stops every idle worker of this process (each starts again when next
+/// called). `check --jobs` calls it before forking its processes, so that
+/// none of them inherits another's worker.
+void stop_idle_workers();
 
 /// `impl` behind a worker: the same info(); forward and backward send the
 /// problem to the worker and read the result back. `impl` must be

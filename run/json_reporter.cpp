@@ -13,9 +13,11 @@ JsonReporter::JsonReporter(std::string path, std::string label, std::vector<Impl
   check_output_path(path_, label_);
 }
 
-void JsonReporter::on_start(uint64_t seed, Profile profile, const Shard&) {
+void JsonReporter::on_start(uint64_t seed, Profile profile, const Shard& shard) {
   seed_ = seed;
   profile_ = profile;
+  shard_index_ = shard.index;
+  shard_count_ = shard.count;
 }
 
 void JsonReporter::on_outcome(const PropertyOutcome& outcome) { outcomes_.push_back(outcome); }
@@ -28,10 +30,11 @@ void JsonReporter::on_finish(const SessionResult&) {
                                          [&](const PropertyOutcome& o) { return o.impl == info.name; });
     if (has_outcome) checked.push_back(info);
   }
-  write_output_file(
-      path_,
-      report_json(outcomes_, seed_, std::string(profile_name(profile_)), checked).dump(2) + "\n",
-      label_);
+  nlohmann::json report = report_json(outcomes_, seed_, std::string(profile_name(profile_)), checked);
+  // A shard's place in the whole list: merge-reports puts the results of
+  // all N back in the order of one run.
+  if (shard_count_ > 1) report["shard"] = {{"index", shard_index_}, {"count", shard_count_}};
+  write_output_file(path_, report.dump(2) + "\n", label_);
 }
 
 }  // namespace attncheck

@@ -4,6 +4,9 @@
 
 #include "attncheck/session.h"
 
+#include <algorithm>
+#include <functional>
+
 #include <fmt/format.h>
 
 #include "core/cancel.h"
@@ -14,6 +17,7 @@
 #include "properties/case_context.h"
 #include "properties/property_def.h"
 #include "run/config.h"
+#include "run/parallel_session.h"
 #include "run/run_property.h"
 
 namespace attncheck {
@@ -139,6 +143,54 @@ bool SessionResult::failed() const {
   return count(PropertyStatus::failed) + count(PropertyStatus::xpass) > 0;
 }
 
+namespace {
+
+// One item of the work list, as --jobs 1 and each process of --jobs N run it.
+PropertyOutcome run_item(const SessionConfig& config, const WorkItem& item,
+                         const std::function<bool()>& cancelled) {
+  const PropertyDef& prop = property_def(*item.property);
+  PropertyOutcome o;
+  const auto* isolated = dynamic_cast<const IsolatedImplementation*>(item.impl.get());
+  if (cancelled()) {
+    o = blank_outcome(prop, *item.impl, item.dtype);
+    o.status = PropertyStatus::not_run;
+    o.message = "interrupted";
+  } else if (isolated && isolated->out_of_hangs()) {
+    // The run's bound on hangs (docs/isolation.md): what needs no call
+    // keeps its verdict, the rest is not run.
+    auto skip = outcome_without_calls(prop, *item.impl, item.dtype, config.run);
+    if (skip) {
+      o = std::move(*skip);
+    } else {
+      o = blank_outcome(prop, *item.impl, item.dtype);
+      o.combo = config.run.combo;
+      o.status = PropertyStatus::not_run;
+      o.message = fmt::format(
+          "not run: the implementation hung {} times in this run, the bound on a run "
+          "(docs/isolation.md); the failed properties give its hanging cases",
+          kMaxHangsPerRun);
+    }
+  } else {
+    if (isolated) isolated->begin_property();
+    // The known findings of this implementation and property: the
+    // failures they explain are set aside, xfail when nothing else fails.
+    RunConfig run = config.run;
+    run.known_findings = config.expected_failures.findings_for(item.impl->info().name, prop.name);
+    o = run_property(prop, *item.impl, item.dtype, run);
+    note_findings_gone(config.expected_failures, *item.impl, o);
+    if (cancelled()) {
+      // Interrupted mid-property: what it found is not a verdict.
+      o = blank_outcome(prop, *item.impl, item.dtype);
+      o.status = PropertyStatus::not_run;
+      o.message = "interrupted";
+    }
+  }
+  apply_expected_failures(config.expected_failures, o);
+  return o;
+}
+
+}  // namespace
+
 SessionResult run_session(const SessionConfig& config, const std::vector<Reporter*>& reporters) {
   SessionConfig session = config;
   if (session.impls.empty()) session.impls = default_impls();
@@ -151,56 +203,60 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
   result.shard = config.shard;
   // The config's flag, or the process's (request_cancel, from SIGINT /
   // SIGTERM: an isolated call waiting on a hang gives up at once).
-  const auto cancelled = [&] {
+  const std::function<bool()> cancelled = [&] {
     return (config.cancel && config.cancel->load()) || cancel_requested();
   };
   for (Reporter* r : reporters) r->on_start(result.seed, result.profile, result.shard);
-  for (const WorkItem& item : work_list(session)) {
-    const PropertyDef& prop = property_def(*item.property);
-    PropertyOutcome o;
-    const auto* isolated = dynamic_cast<const IsolatedImplementation*>(item.impl.get());
-    if (cancelled()) {
-      o = blank_outcome(prop, *item.impl, item.dtype);
-      o.status = PropertyStatus::not_run;
-      o.message = "interrupted";
-    } else if (isolated && isolated->out_of_hangs()) {
-      // The run's bound on hangs (docs/isolation.md): what needs no call
-      // keeps its verdict, the rest is not run.
-      auto skip = outcome_without_calls(prop, *item.impl, item.dtype, config.run);
-      if (skip) {
-        o = std::move(*skip);
-      } else {
-        o = blank_outcome(prop, *item.impl, item.dtype);
-        o.combo = config.run.combo;
-        o.status = PropertyStatus::not_run;
-        o.message = fmt::format(
-            "not run: the implementation hung {} times in this run, the bound on a run "
-            "(docs/isolation.md); the failed properties give its hanging cases",
-            kMaxHangsPerRun);
-      }
-    } else {
-      if (isolated) isolated->begin_property();
-      // The known findings of this implementation and property: the
-      // failures they explain are set aside, xfail when nothing else fails.
-      RunConfig run = config.run;
-      run.known_findings =
-          config.expected_failures.findings_for(item.impl->info().name, prop.name);
-      o = run_property(prop, *item.impl, item.dtype, run);
-      note_findings_gone(config.expected_failures, *item.impl, o);
-      if (cancelled()) {
-        // Interrupted mid-property: what it found is not a verdict.
-        o = blank_outcome(prop, *item.impl, item.dtype);
-        o.status = PropertyStatus::not_run;
-        o.message = "interrupted";
-      }
-    }
-    apply_expected_failures(config.expected_failures, o);
+  const std::vector<WorkItem> items = work_list(session);
+  const auto done = [&](PropertyOutcome&& o) {
     for (Reporter* r : reporters) r->on_outcome(o);
     if (o.status == PropertyStatus::passed) {
       result.max_budget[o.impl] = std::max(result.max_budget[o.impl], o.max_budget_used);
     }
     ++result.counts[o.status];
     result.outcomes.push_back(std::move(o));
+  };
+  if (config.jobs <= 1 || items.size() <= 1) {
+    for (const WorkItem& item : items) done(run_item(session, item, cancelled));
+  } else {
+    const auto blank = [&](size_t i, std::string message) {
+      const WorkItem& item = items[i];
+      PropertyOutcome o = blank_outcome(property_def(*item.property), *item.impl, item.dtype);
+      o.combo = config.run.combo;
+      o.status = PropertyStatus::not_run;
+      o.message = std::move(message);
+      return o;
+    };
+    ParallelCallbacks cb;
+    cb.run_item = [&](size_t i, int hangs_before) {
+      const auto* isolated = dynamic_cast<const IsolatedImplementation*>(items[i].impl.get());
+      int before = 0;
+      if (isolated) {
+        // The hangs of the items before this one, wherever they ran.
+        isolated->set_hangs_in_run(hangs_before);
+        before = isolated->hangs_in_run();
+      }
+      ItemRun run{run_item(session, items[i], cancelled), 0};
+      if (isolated) run.hangs = isolated->hangs_in_run() - before;
+      return run;
+    };
+    cb.outcome_of_death = [&](size_t i, const std::string& how) {
+      PropertyOutcome o = blank(
+          i, fmt::format("FAILED {} on {}: the check process running it (--jobs {}) {}; run "
+                         "--jobs 1 for the counterexample",
+                         items[i].property->name, items[i].impl->info().name, config.jobs, how));
+      o.status = PropertyStatus::failed;
+      return o;
+    };
+    cb.hangs_key = [&](size_t i) {
+      return static_cast<size_t>(std::find(session.impls.begin(), session.impls.end(),
+                                           items[i].impl) -
+                                 session.impls.begin());
+    };
+    cb.done = [&](size_t, PropertyOutcome&& o) { done(std::move(o)); };
+    cb.cancelled = cancelled;
+    cb.not_started = [&](size_t i) { return blank(i, "interrupted"); };
+    run_in_parallel(items.size(), config.jobs, cb);
   }
   result.interrupted = cancelled();
   for (Reporter* r : reporters) r->on_finish(result);

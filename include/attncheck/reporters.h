@@ -65,6 +65,7 @@ class JsonReporter : public Reporter {
   std::string path_, label_;
   uint64_t seed_ = 0;
   Profile profile_ = Profile::ci;
+  int shard_index_ = 1, shard_count_ = 1;  ///< a shard's report says which it is
   std::vector<ImplInfo> impls_;
   std::vector<PropertyOutcome> outcomes_;
 };

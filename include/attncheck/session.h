@@ -71,6 +71,10 @@ struct SessionConfig {
   /// Each implementation behind a child process (host/isolation.h);
   /// nullopt = in this process.
   std::optional<IsolationOptions> isolation;
+  /// Processes the items run in (`check --jobs`, run/parallel_session.h):
+  /// 1 = this one; N > 1 = N forked processes, the outcomes reported in
+  /// work-list order as with 1.
+  int jobs = 1;
   /// Set (from a signal handler, say) to stop: checked before each item,
   /// the items not started are reported not-run. nullptr = never.
   const std::atomic<bool>* cancel = nullptr;

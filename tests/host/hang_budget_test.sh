@@ -16,7 +16,7 @@ cd "$tmp"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 start=$SECONDS
-"$bin" check --plugin "$plugin" --impl spins_on_three_keys --seed 1 --cases 20 --no-real-sizes \
+"$bin" check --jobs 1 --plugin "$plugin" --impl spins_on_three_keys --seed 1 --cases 20 --no-real-sizes \
   --timeout-ms 100 --report hang.json >hang.txt 2>&1
 code=$?
 [[ $code -eq 1 ]] || fail "exit $code, expected 1"
@@ -34,6 +34,12 @@ for p in GradientsMatchOracle SinkIsAKeyWithoutValue PackedEqualsSeparate MultiH
   has hang.txt "^skipped  *spins_on_three_keys .*$p" "$p, not declared, is skipped"
 done
 ((SECONDS - start < 120)) || fail "the run took $((SECONDS - start)) s"
+# In three processes (check --jobs) every verdict is the same, the hang
+# bound's included: the earlier properties' hangs decide as in one.
+"$bin" check --jobs 3 --plugin "$plugin" --impl spins_on_three_keys --seed 1 --cases 20 \
+  --no-real-sizes --timeout-ms 100 --report hang3.json >hang3.txt 2>&1
+cmp -s hang.txt hang3.txt || fail "--jobs 3 differs from one process: $(diff hang.txt hang3.txt | head -5)"
+cmp -s hang.json hang3.json || fail "--jobs 3's report differs"
 
 if ((failures)); then
   echo "$failures check(s) failed"
