@@ -52,7 +52,11 @@ std::string encode_outcome(const PropertyOutcome& o) {
   w.put_str(o.message);
   put_opt(w, o.fixture, [&](const std::string& s) { w.put_str(s); });
   put_opt(w, o.fixture_error, [&](const std::string& s) { w.put_str(s); });
-  put_opt(w, o.counterexample, [&](const CounterexampleShape& c) { w.put(c); });
+  // Member by member: the struct's padding holds no value to send.
+  put_opt(w, o.counterexample, [&](const CounterexampleShape& c) {
+    for (int64_t x : {c.batch, c.heads, c.kv_heads, c.tq, c.tk, c.dk, c.dv}) w.put(x);
+    w.put(c.dtype);
+  });
   put_strings(w, o.diagnosis);
   put_opt(w, o.expected, [&](const KnownFinding& k) {
     put_strings(w, {k.cause, k.finding, k.reason, k.fixture});
@@ -77,7 +81,13 @@ PropertyOutcome decode_outcome(const std::string& bytes) {
   o.message = r.get_str();
   if (r.get<uint8_t>()) o.fixture = r.get_str();
   if (r.get<uint8_t>()) o.fixture_error = r.get_str();
-  if (r.get<uint8_t>()) o.counterexample = r.get<CounterexampleShape>();
+  if (r.get<uint8_t>()) {
+    CounterexampleShape c{};
+    for (int64_t* x : {&c.batch, &c.heads, &c.kv_heads, &c.tq, &c.tk, &c.dk, &c.dv})
+      *x = r.get<int64_t>();
+    c.dtype = r.get<DType>();
+    o.counterexample = c;
+  }
   o.diagnosis = get_strings(r);
   if (r.get<uint8_t>()) {
     const std::vector<std::string> k = get_strings(r);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -93,7 +94,7 @@ struct Child {
 
 class Children {
  public:
-  explicit Children(const ParallelCallbacks& cb) : cb_(cb) {}
+  explicit Children(const ParallelCallbacks& cb) : cb_(cb), parent_(::getpid()) {}
   ~Children() {
     for (Child& c : children_) end(c, true);
   }
@@ -113,6 +114,11 @@ class Children {
       throw std::runtime_error("--jobs: cannot fork");
     }
     if (pid == 0) {
+      // A parent that is killed (SIGKILL, no chance to stop its children)
+      // sends them SIGTERM: the item each runs ends as interrupted, its
+      // channel is gone, and it stops its workers and ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent_) ::raise(SIGTERM);
       // The other children's channels are theirs.
       for (const Child& c : children_)
         if (c.fd >= 0) ::close(c.fd);
@@ -140,6 +146,7 @@ class Children {
 
  private:
   const ParallelCallbacks& cb_;
+  pid_t parent_;
   std::vector<Child> children_;
 };
 

@@ -31,6 +31,27 @@ for f in rc out-%.txt report-%.json junit-%.notime fixtures; do
 done
 test -s fixtures-1 || fail "no fixture was saved"
 
+# A parent killed outright (SIGKILL) leaves none of its processes behind:
+# each gets SIGTERM on its parent's death, ends its item as interrupted and
+# stops its workers.
+marker="$tmp/killed-parent-report.json"
+"$bin" check --jobs 3 --impl loop_f64 --impl batched_f32 --impl online_f32 --report "$marker" \
+  >/dev/null 2>&1 &
+parent=$!
+for _ in $(seq 100); do
+  (($(pgrep -f -- "$marker" | wc -l) >= 4)) && break
+  sleep 0.05
+done
+(($(pgrep -f -- "$marker" | wc -l) >= 4)) || fail "check --jobs 3 did not start three processes"
+kill -KILL $parent
+wait $parent 2>/dev/null
+for _ in $(seq 50); do
+  pgrep -f -- "$marker" >/dev/null || break
+  sleep 0.1
+done
+left=$(pgrep -f -- "$marker")
+[[ -z $left ]] || { pkill -KILL -f -- "$marker"; fail "processes of a killed check outlived it: $left"; }
+
 # A bad --jobs is exit 2 with one line naming it.
 err=$("$bin" check --jobs 0 --impl loop_f64 2>&1 >/dev/null)
 test $? -eq 2 || fail "--jobs 0 must be exit 2"

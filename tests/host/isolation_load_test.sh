@@ -22,6 +22,8 @@ cd "$tmp"
 # Worker processes (and copies of them) of the attncheck whose pid is $1
 # still running: a worker's command line names its harness's pid (other
 # tests may run workers of the same plugins at the same time).
+# The runs below use --jobs 1: a worker names the process that started it,
+# which under --jobs N is one of attncheck's own children.
 survivors() { pgrep -f -- "--attncheck-worker $1 " || true; }
 # run OUT ERR ARGS...: attncheck in the background, its pid in $last, then
 # waited for; its exit code in $code.
@@ -35,7 +37,7 @@ run() {
 }
 
 # ---- A plugin that forks ----
-run fork.txt fork.err check --plugin "$forker" --property MatchesOracle --cases 20 \
+run fork.txt fork.err check --jobs 1 --plugin "$forker" --property MatchesOracle --cases 20 \
   --save-failures saved
 [[ $code -eq 1 ]] || fail "forker: exit $code, expected 1"
 has fork.txt 'forked' "the fork is reported"
@@ -47,7 +49,7 @@ sleep 0.5
 for mode in exit_in_constructor exit_in_impls crash hang; do
   plugin=$dir/libplugin_load_$mode.so
   start=$SECONDS
-  run load.txt load.err check --plugin "$plugin" --timeout-ms 300
+  run load.txt load.err check --jobs 1 --plugin "$plugin" --timeout-ms 300
   [[ $code -eq 2 ]] || fail "load $mode: exit $code, expected 2"
   # attncheck's own lines: a sanitizer build's worker prints its SEGV report
   # on the shared stderr too.
@@ -62,7 +64,7 @@ done
 
 # ---- SIGINT while a call hangs ----
 hostile=$dir/libplugin_hostile.so
-"$bin" check --plugin "$hostile" --impl blocks_on_two_queries --impl crashes_on_three_keys \
+"$bin" check --jobs 1 --plugin "$hostile" --impl blocks_on_two_queries --impl crashes_on_three_keys \
   --property MatchesOracle --property RowSumsToOne --timeout-ms 100000 --report int.json \
   >int.txt 2>int.err &
 pid=$!

@@ -38,7 +38,7 @@ survivors() { pgrep -f -- "sleep $ATTNCHECK_TEST_TAG" || true; }
 check() {
   local impl=$1
   shift
-  timeout -s KILL 120 "$bin" check --plugin "$plugin" --impl "$impl" --property MatchesOracle \
+  timeout -s KILL 120 "$bin" check --jobs 1 --plugin "$plugin" --impl "$impl" --property MatchesOracle \
     --cases 10 --timeout-ms "${TIMEOUT_MS:-200}" --save-failures saved "$@" >"$impl.out" 2>"$impl.err"
   code=$?
   [[ $code -ne 137 ]] || fail "$impl: the run did not end within 120 s (killed)"
@@ -119,20 +119,20 @@ fi
 # ---- No core files ----
 if (ulimit -c unlimited) 2>/dev/null; then
   mkdir cores && (cd cores && ulimit -c unlimited &&
-    timeout -s KILL 120 "$bin" check --plugin "$plugin" --impl prints_then_crashes \
+    timeout -s KILL 120 "$bin" check --jobs 1 --plugin "$plugin" --impl prints_then_crashes \
       --property MatchesOracle --cases 10 --no-real-sizes --save-failures saved >out.txt 2>&1)
   [[ -z "$(ls cores | grep -i core)" ]] || fail "a crashing worker left a core file: $(ls cores)"
 fi
 
 # ---- 150 implementations within 128 file descriptors ----
-(ulimit -n 128 && timeout -s KILL 300 "$bin" check --plugin "$many" --property RowSumsToOne \
+(ulimit -n 128 && timeout -s KILL 300 "$bin" check --jobs 1 --plugin "$many" --property RowSumsToOne \
   --cases 3 --no-real-sizes >many.txt 2>&1)
 code=$?
 [[ $code -eq 0 ]] || fail "150 implementations in 128 descriptors: exit $code, expected 0"
 has many.txt '150 passed, 0 failed' "all 150 pass"
 
 # ---- A harness killed with SIGKILL leaves no worker ----
-"$bin" check --plugin "$plugin" --impl stops_between_calls --property MatchesOracle \
+"$bin" check --jobs 1 --plugin "$plugin" --impl stops_between_calls --property MatchesOracle \
   --timeout-ms 100000 >killed.txt 2>&1 &
 pid=$!
 for _ in $(seq 300); do
