@@ -106,13 +106,6 @@ struct CheckOptions {
   int jobs = 0;  ///< --jobs; 0 = default_jobs
 };
 
-// The memory one process of `check --jobs` is planned to take when
-// --memory-limit-mb gives no figure of its own (the default, half of the
-// machine, is a ceiling against a runaway worker, not what one uses): the
-// largest real-size problems of the thorough profile and their oracle take
-// well under 1 GiB; 2 GiB leaves an implementation's own buffers room.
-constexpr int64_t kPlannedMemoryPerJobMb = 2048;
-
 // The flags of `check` that configure the run (run/config.h adds the
 // environment's variables).
 RunFlags run_flags(const CheckOptions& opt) {

@@ -196,7 +196,10 @@ inline constexpr auto kImplInfoFields = std::make_tuple(
     member({"combos"}, &ImplInfo::combos),
     // Dispatch paths (SPEC 4.1); the Python bridge takes them inside
     // precision={..., "paths": [...]}.
-    member({"paths", kAll, "path "}, &ImplInfo::paths));
+    member({"paths", kAll, "path "}, &ImplInfo::paths),
+    // The adapter's own to say (ggml's _mt, 3): `check --jobs` counts them.
+    // A plugin or a Python file runs in its caller's threads, 1.
+    member({"threads", kJson | kWire | kDescribe}, &ImplInfo::threads));
 static_assert(std::tuple_size_v<decltype(kImplInfoFields)> == boost::pfr::tuple_size_v<ImplInfo>,
               "an ImplInfo member was added or removed: describe it here");
 

@@ -116,6 +116,15 @@ std::string declaration_text(const ImplInfo& i) {
   out += fmt::format("  precision:     {}\n", precision_text(i.precision));
   out += fmt::format("  flush to zero: {}\n", flush_text(i.precision));
   out += fmt::format("  limits:        {}\n", limits_text(i.limits));
+  // Every other field by the walk (threads), one line each.
+  fields::walk(fields::kImplInfoFields, i, [&](const fields::Field& f, const auto& x) {
+    using M = std::remove_cvref_t<decltype(x)>;
+    if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
+      if (f.in(fields::kDescribe) && !fields::named(f.name, kInfoByHand)) {
+        out += fmt::format("  {:<14} {}\n", fmt::format("{}:", f.shown_as), x);
+      }
+    }
+  });
   // Each dispatch path (SPEC 4.1), its precision as the two lines above
   // show the declaration's own.
   for (const ImplPath& path : i.paths) {

@@ -102,7 +102,7 @@ nlohmann::json implementation_json(const ImplInfo& info) {
   const auto or_null = [](const std::string& s) {
     return s.empty() ? nlohmann::json() : nlohmann::json(utf8_escaped(s));
   };
-  return {{"name", utf8_escaped(info.name)},
+  nlohmann::json j = {{"name", utf8_escaped(info.name)},
           {"kind", kind_name(info.kind)},
           {"description", utf8_escaped(info.description)},
           {"origin", or_null(info.origin)},
@@ -115,6 +115,9 @@ nlohmann::json implementation_json(const ImplInfo& info) {
           {"precision", precision_json(info.precision)},
           {"paths", paths},
           {"limits", limits}};
+  // Every other field by the walk (threads).
+  put_plain_fields(j, fields::kImplInfoFields, info, kInfoByHand);
+  return j;
 }
 
 nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,

@@ -206,11 +206,15 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
   const auto stopping = [&] { return interrupted || input_error || error; };
   const auto work_left = [&] { return !stopping() && (!redo.empty() || next < count); };
 
+  // An item keeps its implementation's threads busy (ImplInfo::threads,
+  // at most `jobs`): items start while the threads of those running fit
+  // in `jobs`, in work-list order (one that does not fit waits for the
+  // running ones; alone it always fits).
+  const auto weight = [&](size_t i) { return std::clamp(cb.threads ? cb.threads(i) : 1, 1, jobs); };
+  int busy_threads = 0;
+  const auto peek = [&] { return redo.empty() ? next : redo.front(); };
+  const auto fits = [&] { return busy_threads == 0 || busy_threads + weight(peek()) <= jobs; };
   const auto assign = [&](Child& c) {
-    if (!work_left()) {
-      children.end(c, false);
-      return;
-    }
     size_t i = next;
     if (!redo.empty()) {
       i = redo.front();
@@ -223,19 +227,30 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
     w.put<uint64_t>(i);
     w.put<int32_t>(base[i]);
     c.running = i;
+    busy_threads += weight(i);
     if (!host_detail::send_frame(c.fd, w.bytes())) {
       // Gone before it took the item: its death is the item's outcome.
       c.running.reset();
+      busy_threads -= weight(i);
       finished[i] = cb.outcome_of_death(i, children.end(c, false));
       has_hangs[i] = true;
     }
   };
-  // Every item not yet given out has a child to take it, up to `jobs`
-  // children (one that died is replaced).
+  // The idle children take the next items while they fit, then new ones
+  // do, up to `jobs` children (one that died is replaced); with no work
+  // left an idle child ends.
   const auto top_up = [&] {
     int live = 0;
-    for (const Child& c : children.all()) live += c.pid > 0;
-    for (; live < jobs && work_left(); ++live) assign(children.spawn());
+    for (Child& c : children.all()) {
+      if (c.pid <= 0) continue;
+      if (!c.running && !work_left()) {
+        children.end(c, false);
+        continue;
+      }
+      if (!c.running && fits()) assign(c);
+      live += c.pid > 0;
+    }
+    for (; live < jobs && work_left() && fits(); ++live) assign(children.spawn());
   };
 
   while (emitted < count) {
@@ -267,6 +282,7 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         Child& c = *of[k];
         const size_t i = *c.running;
         c.running.reset();
+        busy_threads -= weight(i);
         const std::optional<std::string> reply = read_frame(c.fd);
         if (!reply) {
           const std::string how = children.end(c, false);
@@ -289,7 +305,6 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
           item_hangs[i] = 0;
         }
         has_hangs[i] = true;
-        assign(c);
       }
     }
     while (emitted < count && !input_error && !error) {
@@ -303,7 +318,7 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         redo.push_front(emitted);
         break;
       }
-      cb.done(emitted, std::move(it->second));
+      cb.done(emitted, std::move(it->second), item_hangs[emitted]);
       finished.erase(it);
       ++emitted;
     }

@@ -13,6 +13,13 @@
 
 namespace attncheck {
 
+/// The memory one process of `check --jobs` is planned to take when
+/// --memory-limit-mb gives no figure of its own (the default, half of the
+/// machine, is a ceiling against a runaway worker, not what one uses): the
+/// largest real-size problems of the thorough profile and their oracle take
+/// well under 1 GiB; 2 GiB leaves an implementation's own buffers room.
+inline constexpr int64_t kPlannedMemoryPerJobMb = 2048;
+
 /// The processes `check` runs by default: the CPUs this process may use
 /// (sched_getaffinity), at most one per `per_job_mb` MiB of the memory the
 /// machine has available (/proc/meminfo MemAvailable), at least 1.
@@ -36,7 +43,12 @@ struct ParallelCallbacks {
   std::function<ItemRun(size_t index, int hangs_before)> run_item;
   std::function<PropertyOutcome(size_t index, const std::string& how)> outcome_of_death;
   std::function<size_t(size_t index)> hangs_key;
-  std::function<void(size_t index, PropertyOutcome&&)> done;
+  /// The threads item `index` keeps busy (its implementation's
+  /// ImplInfo::threads); items run while theirs add up to at most `jobs`.
+  /// Unset: 1 each.
+  std::function<int(size_t index)> threads;
+  /// `hangs`: those its implementation met in it.
+  std::function<void(size_t index, PropertyOutcome&&, int hangs)> done;
   /// True once the run is interrupted: no item starts after that; the
   /// children are sent SIGTERM, so the items they run end as interrupted.
   std::function<bool()> cancelled;

@@ -5,6 +5,7 @@
 #include "attncheck/session.h"
 
 #include <algorithm>
+#include <map>
 #include <functional>
 
 #include <fmt/format.h>
@@ -227,13 +228,22 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
       o.message = std::move(message);
       return o;
     };
+    // The hangs each isolated implementation met before this session (the
+    // Python checker runs several on one): its items count from there, and
+    // it counts on with those its items met in the processes.
+    const auto isolated_of = [&](size_t i) {
+      return dynamic_cast<const IsolatedImplementation*>(items[i].impl.get());
+    };
+    std::map<const IsolatedImplementation*, int> hangs_at_start;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (const auto* iso = isolated_of(i)) hangs_at_start.emplace(iso, iso->hangs_in_run());
     ParallelCallbacks cb;
     cb.run_item = [&](size_t i, int hangs_before) {
-      const auto* isolated = dynamic_cast<const IsolatedImplementation*>(items[i].impl.get());
+      const auto* isolated = isolated_of(i);
       int before = 0;
       if (isolated) {
         // The hangs of the items before this one, wherever they ran.
-        isolated->set_hangs_in_run(hangs_before);
+        isolated->set_hangs_in_run(hangs_at_start[isolated] + hangs_before);
         before = isolated->hangs_in_run();
       }
       ItemRun run{run_item(session, items[i], cancelled), 0};
@@ -253,7 +263,12 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
                                            items[i].impl) -
                                  session.impls.begin());
     };
-    cb.done = [&](size_t, PropertyOutcome&& o) { done(std::move(o)); };
+    cb.threads = [&](size_t i) { return static_cast<int>(items[i].impl->info().threads); };
+    cb.done = [&](size_t i, PropertyOutcome&& o, int hangs) {
+      if (const auto* iso = isolated_of(i); iso && hangs > 0)
+        iso->set_hangs_in_run(iso->hangs_in_run() + hangs);
+      done(std::move(o));
+    };
     cb.cancelled = cancelled;
     cb.not_started = [&](size_t i) { return blank(i, "interrupted"); };
     run_in_parallel(items.size(), config.jobs, cb);

@@ -176,6 +176,7 @@ ImplInfo adapter_info(std::string name, const GgmlSetup& s, std::string descript
   info.features = kGgmlFeatures;
   info.empty_rows = EmptyRowPolicy::zero;
   info.description = std::move(description) + "; " + ggml_origin();
+  info.threads = static_cast<uint32_t>(s.threads);
   if (s.graph == Graph::softmax) {
     info.precision = softmax_graph_precision(s.kv);
     return info;

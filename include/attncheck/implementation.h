@@ -160,6 +160,10 @@ struct ImplInfo {
   /// The dispatch paths (SPEC 4.1); `precision` is at least as loose as
   /// each of theirs. Empty: one arithmetic.
   std::vector<ImplPath> paths;
+  /// The threads one call keeps busy (its own pool: ggml's _mt adapters
+  /// use 3). `check --jobs N` counts them against N, so N processes never
+  /// run more than N threads of implementations at once.
+  uint32_t threads = 1;
 
   bool has(Features f) const { return (features & f) == f; }
   bool supports(DType d) const { return (dtypes & dtype_bit(d)) != 0; }

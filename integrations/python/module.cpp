@@ -32,6 +32,7 @@
 #include "attncheck/session.h"
 #include "attncheck/registry.h"
 #include "run/config.h"
+#include "run/parallel_session.h"
 #include "problem_convert.h"
 #include "python_impl.h"
 
@@ -168,11 +169,26 @@ class Checker {
   py::dict run(const std::string& property, const std::string& dtype, uint64_t seed,
                const std::string& profile, int cases, bool strict,
                const std::string& save_failures_dir, const std::string& expected_failures) {
-    const PropertyInfo* prop = find_property(property);
-    if (!prop) throw InputError(fmt::format("unknown property '{}'", property));
+    return run_many({property}, dtype, seed, profile, cases, strict, save_failures_dir,
+                    expected_failures, 1)[0];
+  }
+
+  // The properties in one output format (or pinned combination), as one
+  // session of `check`: in `jobs` forked processes when jobs > 1 (each with
+  // its own worker interpreter), the outcomes in the properties' order.
+  py::list run_many(const std::vector<std::string>& properties, const std::string& dtype,
+                    uint64_t seed, const std::string& profile, int cases, bool strict,
+                    const std::string& save_failures_dir, const std::string& expected_failures,
+                    int jobs) {
     SessionConfig config;
     config.impls = {impl_};
-    config.properties = {prop};
+    for (const std::string& name : properties) {
+      const PropertyInfo* prop = find_property(name);
+      if (!prop) throw InputError(fmt::format("unknown property '{}'", name));
+      config.properties.push_back(prop);
+    }
+    if (jobs < 1) throw InputError(fmt::format("jobs: {} is not a number of processes (>= 1)", jobs));
+    config.jobs = jobs;
     config.run = run_config(seed, profile, cases, strict, save_failures_dir, timeout_ms_);
     // A dtype, or a combination of formats (q=F,kv=F,out=F) the run pins
     // its inputs to, as `check --dtype COMBO` does.
@@ -182,15 +198,19 @@ class Checker {
     if (!expected_failures.empty()) config.expected_failures = load_expected_failures(expected_failures);
     // The isolated implementation keeps its hangs across these sessions:
     // the run's bound on hangs (docs/isolation.md) holds for the checker.
-    PropertyOutcome o;
+    std::vector<PropertyOutcome> found;
     {
       py::gil_scoped_release release;
       InterruptScope interrupt;
-      o = run_session(config, {}).outcomes.at(0);
+      found = run_session(config, {}).outcomes;
     }
     raise_if_interrupted();
-    outcomes_.push_back(o);
-    return outcome_to_py(o);
+    py::list out;
+    for (PropertyOutcome& o : found) {
+      out.append(outcome_to_py(o));
+      outcomes_.push_back(std::move(o));
+    }
+    return out;
   }
 
   // As `attncheck replay`: the fixture's recorded options unless given.
@@ -366,6 +386,10 @@ PYBIND11_MODULE(_core, m) {
       .def("run", &Checker::run, py::arg("property"), py::arg("dtype"), py::arg("seed"),
            py::arg("profile"), py::arg("cases"), py::arg("strict"), py::arg("save_failures_dir"),
            py::arg("expected_failures"))
+      .def("run_many", &Checker::run_many, py::arg("properties"), py::arg("dtype"),
+           py::arg("seed"), py::arg("profile"), py::arg("cases"), py::arg("strict"),
+           py::arg("save_failures_dir"), py::arg("expected_failures"), py::arg("jobs"))
+      .def("default_jobs", [](const Checker&) { return default_jobs(kPlannedMemoryPerJobMb); })
       .def("replay", &Checker::replay, py::arg("path"), py::arg("strict"), py::arg("profile"),
            py::arg("cases"))
       .def("write_report", &Checker::write_report, py::arg("path"), py::arg("seed"),

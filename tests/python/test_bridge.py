@@ -55,6 +55,31 @@ def test_broken_fails_with_shrunk_counterexample_diagnosis_and_fixture(tmp_path)
     assert "FAILED MatchesOracle on np_forgets_scale" in run.stdout
 
 
+def test_jobs_give_the_outcomes_and_report_of_one_process(tmp_path):
+    # check(jobs=N) runs the properties in N processes, each with its own
+    # worker: the outcomes, their order, the fixtures and the report are
+    # those of jobs=1 (a failing and a hanging implementation included).
+    props = ["MatchesOracle", "RowSumsToOne", "EmptyRowsAreRejected", "PermutationEquivariance"]
+    for impl, kw in ((impls.np_forgets_scale, {}), (impls.np_hangs, {"timeout_ms": 300})):
+        runs = []
+        for jobs in (1, 3):
+            out = tmp_path / f"{impl.name}-{jobs}"
+            result = attncheck.check(impl, properties=props, save_failures=str(tmp_path / "fx"),
+                                     report=str(out.with_suffix(".json")), jobs=jobs, **kw)
+            runs.append((result, out.with_suffix(".json").read_bytes()))  # no timings in it
+        (one, one_report), (three, three_report) = runs
+        assert [o.property for o in three] == props
+        assert [(o.status, o.message, o.fixture) for o in three] == \
+            [(o.status, o.message, o.fixture) for o in one]
+        assert three_report == one_report
+        assert any(o.status == "failed" for o in one)
+    assert attncheck.check(impls.np_ref_f64, properties="RowSumsToOne", cases=3,
+                           save_failures=None, jobs=None).ok
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="jobs:"):
+            attncheck.check(impls.np_ref_f64, properties="RowSumsToOne", jobs=bad)
+
+
 def test_crash_is_a_failure_and_the_run_goes_on(tmp_path):
     result = check_one(impls.np_crashes, tmp_path)
     for o in result:

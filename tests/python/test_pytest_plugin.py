@@ -87,3 +87,27 @@ def test_a_known_finding_by_cause_is_xfail_and_another_cause_hides_nothing(pytes
     result = run(pytester, "-k", "noscale and MatchesOracle",
                  "--attncheck-expected-failures", str(expected))
     result.assert_outcomes(failed=1)
+
+
+def _verdicts(result):
+    # "PASSED test_impls.py::good::X[f64]" lines of -rA, as a set: under
+    # xdist they come in the order the workers finish.
+    return sorted(l.split(" - ")[0] for l in result.outlines
+                  if l.split(" ")[0] in ("PASSED", "FAILED", "SKIPPED", "XFAIL", "XPASS")
+                  and "::" in l)
+
+
+def test_pytest_xdist_gives_the_verdicts_of_one_process(pytester):
+    # Each xdist worker has its own checkers and worker interpreters; the
+    # verdicts are those of one process (-p xdist loads it even where
+    # plugin autoloading is off).
+    pytest = __import__("pytest")
+    pytest.importorskip("xdist")  # ci/bootstrap installs python3-pytest-xdist
+    sel = ["-rA", "-k", "MatchesOracle or RowSumsToOne or PermutationEquivariance"]
+    one = run(pytester, *sel)
+    one.assert_outcomes(passed=8, failed=1)
+    many = run(pytester, "-p", "xdist", "-n", "2", *sel)
+    many.assert_outcomes(passed=8, failed=1)
+    assert "2 workers" in many.stdout.str() or "gw1" in many.stdout.str()
+    assert _verdicts(many) == _verdicts(one)
+    assert len(_verdicts(one)) == 9

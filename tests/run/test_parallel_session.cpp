@@ -4,12 +4,18 @@
 
 #include "run/parallel_session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "attncheck/registry.h"
@@ -132,6 +138,64 @@ TEST(ParallelSession, AnInputErrorInAProcessIsTheRunsInputError) {
   f.finding = KnownFinding{"empty_row_nan", "T", "r", "/nonexistent/fixture.json"};
   c.expected_failures.findings.push_back(f);
   EXPECT_THROW(run_session(c, {}), InputError);
+}
+
+// Items of threaded implementations (ImplInfo::threads) count their
+// threads against --jobs: the threads of the items running at once never
+// exceed it, and single-threaded items still run side by side. Each child
+// logs "+i" when it starts item i and "-i" when it ends it.
+TEST(ParallelSession, AnImplementationsThreadsCountAgainstTheJobs) {
+  const std::string log = ::testing::TempDir() + "attncheck-threads-" + std::to_string(::getpid());
+  const auto weight = [](size_t i) { return i % 4 == 1 ? 3 : 1; };  // 3, as ggml's _mt adapters
+  for (int jobs : {3, 2}) {
+    SCOPED_TRACE(jobs);
+    std::remove(log.c_str());
+    const size_t count = 12;
+    ParallelCallbacks cb;
+    cb.run_item = [&](size_t i, int) {
+      const auto note = [&](char sign) {
+        const std::string line = fmt::format("{}{}\n", sign, i);
+        const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+        EXPECT_EQ(::write(fd, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+        ::close(fd);
+      };
+      note('+');
+      ::usleep(40000);
+      note('-');
+      ItemRun run;
+      run.outcome.property = std::to_string(i);
+      return run;
+    };
+    cb.outcome_of_death = [](size_t, const std::string& how) {
+      ADD_FAILURE() << how;
+      return PropertyOutcome{};
+    };
+    cb.hangs_key = [](size_t i) { return i; };
+    cb.threads = [&](size_t i) { return weight(i); };
+    std::vector<std::string> done;
+    cb.done = [&](size_t, PropertyOutcome&& o, int) { done.push_back(o.property); };
+    cb.cancelled = [] { return false; };
+    cb.not_started = [](size_t) { return PropertyOutcome{}; };
+    run_in_parallel(count, jobs, cb);
+    ASSERT_EQ(done.size(), count);
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(done[i], std::to_string(i));
+    std::ifstream in(log);
+    std::string line;
+    int busy = 0, most = 0, most_single = 0, single = 0;
+    while (std::getline(in, line)) {
+      const size_t i = std::stoul(line.substr(1));
+      const int w = std::min(weight(i), jobs);
+      const int sign = line[0] == '+' ? 1 : -1;
+      busy += sign * w;
+      if (w == 1) single += sign;
+      most = std::max(most, busy);
+      most_single = std::max(most_single, single);
+    }
+    EXPECT_EQ(busy, 0);
+    EXPECT_LE(most, jobs) << "more threads ran at once than --jobs";
+    EXPECT_GE(most_single, 2) << "single-threaded items should run side by side";
+  }
+  std::remove(log.c_str());
 }
 
 TEST(ParallelSession, TheDefaultIsTheUsableCpusBoundedByMemory) {

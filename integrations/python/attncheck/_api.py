@@ -167,7 +167,7 @@ def _checker(impl, timeout_ms):
 
 def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=None, strict=False,
           report=None, save_failures="attncheck-failures", timeout_ms=None,
-          expected_failures=None):
+          expected_failures=None, jobs=1):
     """Checks `impl` against the property catalog; returns a Result (never
     raises for a failing property).
 
@@ -181,7 +181,9 @@ def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=Non
     save_failures: the folder for failure fixtures (None: none saved);
     timeout_ms: CPU time per call (default 10000); expected_failures: the
     expected-failures file (default fixtures/expected-failures.json if it
-    exists)."""
+    exists); jobs: processes the properties of each dtype run in, as `check
+    --jobs` (1: this one; None: the usable CPUs, bounded by memory), each
+    with its own worker; the outcomes are those of jobs=1, in order."""
     if profile not in PROFILES:
         raise ValueError(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
     timeout_ms = _core.default_timeout_ms if timeout_ms is None else timeout_ms
@@ -211,11 +213,15 @@ def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=Non
             raise ValueError(f"properties: unknown property {p!r} (see attncheck.properties())")
     if expected_failures is None:
         expected_failures = _core.expected_failures_path
+    if jobs is None:
+        jobs = checker.default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: {jobs!r} is not a number of processes (an int >= 1, or None)")
     outcomes = []
     for d in dtypes:
-        for p in properties:
-            outcomes.append(Outcome(checker.run(p, d, seed, profile, cases or 0, bool(strict),
-                                                save_failures or "", expected_failures)))
+        outcomes.extend(Outcome(o) for o in checker.run_many(
+            properties, d, seed, profile, cases or 0, bool(strict), save_failures or "",
+            expected_failures, jobs))
     if report:
         checker.write_report(str(report), seed, profile)
     return Result(decl["name"], seed, profile, outcomes)
