@@ -100,6 +100,7 @@ struct CheckOptions {
   std::string seed;
   bool strict = false, no_isolation = false, no_real_sizes = false;
   bool save_failures_given = false;  ///< --save-failures named on the command line
+  bool prune_fixed = false;          ///< --prune-fixed
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   double baseline_factor = kDefaultBaselineFactor;
@@ -117,6 +118,7 @@ RunFlags run_flags(const CheckOptions& opt) {
   flags.real_sizes = !opt.no_real_sizes;
   flags.timeout_ms = opt.timeout_ms;
   flags.save_failures_dir = opt.save_failures;
+  flags.prune_fixed = opt.prune_fixed;
   flags.property_options.baseline_factor = opt.baseline_factor;
   return flags;
 }
@@ -198,7 +200,8 @@ int list_command(const std::vector<std::string>& plugin_paths,
 // What `replay` may override of what the fixture recorded; nullopt = the
 // fixture's (or the default when it recorded none).
 struct ReplayOptions {
-  std::string path, impl;
+  std::vector<std::string> paths;  ///< fixture files and folders of them
+  std::string impl;
   std::vector<std::string> plugins, python;
   bool no_isolation = false;
   bool strict = false, no_strict = false;
@@ -210,45 +213,70 @@ struct ReplayOptions {
 };
 
 int replay_command(const ReplayOptions& opt) {
-  const std::string& path = opt.path;
   const std::string& impl_name = opt.impl;
-  const Fixture f = load_fixture(path);
-  // The run's options as the fixture recorded them, then the flags.
-  ReplayOverrides overrides;
-  if (opt.strict) overrides.strict = true;
-  if (opt.no_strict) overrides.strict = false;
-  if (!opt.profile.empty()) overrides.profile = opt.profile;
-  overrides.cases = opt.cases;
-  overrides.timeout_ms = opt.timeout_ms;
-  overrides.baseline_factor = opt.baseline_factor;
-  const RunConfig config = replay_config(f, overrides);
-  const int64_t timeout_ms = config.timeout_ms > 0 ? config.timeout_ms : kDefaultCallTimeoutMs;
-  // The case is the fixture's: a --dtype naming another is a mistake.
-  if (!opt.dtype.empty() && parse_combo_option(opt.dtype) != combo_of(f.problem)) {
-    throw InputError(fmt::format("--dtype: the fixture's problem is {}, not {}",
-                                 combo_name(combo_of(f.problem)), opt.dtype));
+  // Every fixture read (and its options checked) before any is judged: a
+  // bad one is exit 2 naming it, with nothing run.
+  struct Item {
+    std::string path;
+    Fixture fixture;
+    RunConfig config;
+  };
+  std::vector<Item> items;
+  for (const std::string& path : fixture_files(opt.paths)) {
+    Fixture f = load_fixture(path);
+    // The run's options as the fixture recorded them, then the flags.
+    ReplayOverrides overrides;
+    if (opt.strict) overrides.strict = true;
+    if (opt.no_strict) overrides.strict = false;
+    if (!opt.profile.empty()) overrides.profile = opt.profile;
+    overrides.cases = opt.cases;
+    overrides.timeout_ms = opt.timeout_ms;
+    overrides.baseline_factor = opt.baseline_factor;
+    RunConfig config = replay_config(f, overrides);
+    // The case is the fixture's: a --dtype naming another is a mistake.
+    if (!opt.dtype.empty() && parse_combo_option(opt.dtype) != combo_of(f.problem)) {
+      throw InputError(fmt::format("--dtype: the fixture's problem is {}, not {} ({})",
+                                   combo_name(combo_of(f.problem)), opt.dtype, path));
+    }
+    items.push_back({path, std::move(f), std::move(config)});
   }
+  if (items.empty()) throw InputError("replay: no fixture (*.json) in the folders given");
+  int64_t timeout_ms = kDefaultCallTimeoutMs;
+  for (const Item& item : items)
+    if (item.config.timeout_ms > 0) timeout_ms = std::max(timeout_ms, item.config.timeout_ms);
   const bool no_isolation = opt.no_isolation;
   const ImplSources sources =
       checking_sources(opt.plugins, opt.python, no_isolation, timeout_ms, opt.memory_limit_mb);
   const ImplList plugins = load_for_checking(sources);
-  std::string name = impl_name.empty() ? f.meta.impl.value_or("") : impl_name;
-  // A fixture saved for another implementation is judged on the plugin's
-  // one implementation when the plugin has just one.
-  if (impl_name.empty() && plugins.size() == 1 && !find_implementation(plugins, name)) {
-    name = plugins.front()->info().name;
+  std::vector<std::shared_ptr<const Implementation>> impls;
+  for (const Item& item : items) {
+    std::string name = impl_name.empty() ? item.fixture.meta.impl.value_or("") : impl_name;
+    // A fixture saved for another implementation is judged on the plugin's
+    // one implementation when the plugin has just one.
+    if (impl_name.empty() && plugins.size() == 1 && !find_implementation(plugins, name)) {
+      name = plugins.front()->info().name;
+    }
+    if (name.empty()) throw InputError(item.path + ": meta.impl is missing; name one with --impl");
+    const auto impl = find_implementation(plugins, name);
+    if (!impl) throw InputError(fmt::format("{} ({})", unknown_impl("--impl", name), item.path));
+    impls.push_back(impl);
   }
-  if (name.empty()) throw InputError(path + ": meta.impl is missing; name one with --impl");
-  const auto impl = find_implementation(plugins, name);
-  if (!impl) throw InputError(unknown_impl("--impl", name));
-  PropertyOutcome o;
-  try {
-    o = replay_fixture(f, *for_calls(impl, sources), config);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", path, e.what()));
+  int failed = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    PropertyOutcome o;
+    try {
+      o = replay_fixture(items[i].fixture, *for_calls(impls[i], sources), items[i].config);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", items[i].path, e.what()));
+    }
+    TextReporter(std::cout).on_outcome(o);
+    failed += o.status == PropertyStatus::failed;
   }
-  TextReporter(std::cout).on_outcome(o);
-  return o.status == PropertyStatus::failed ? kExitFailed : kExitOk;
+  if (items.size() > 1) {
+    fmt::print("replayed {} fixtures: {} still fail, {} now pass\n", items.size(), failed,
+               items.size() - failed);
+  }
+  return failed ? kExitFailed : kExitOk;
 }
 
 int merge_command(const std::string& out_path, const std::vector<std::string>& inputs) {
@@ -485,12 +513,18 @@ void add_check(CLI::App& app, CommandLine& cl) {
   check->add_option("--junit", cl.opt.junit, "write a JUnit XML report here (for CI test reporters)")
       ->check(kNonEmpty);
   cl.save_failures_opt =
-      check->add_option("--save-failures", cl.opt.save_failures, "directory for failure fixtures")->check(kNonEmpty);
+      check->add_option("--save-failures", cl.opt.save_failures,
+                        "directory for failure fixtures (replayed by the next run)")
+          ->check(kNonEmpty);
+  check->add_flag("--prune-fixed", cl.opt.prune_fixed,
+                  "remove saved failures that now pass (default: moved to DIR/fixed/)");
 }
 
 void add_replay(CLI::App& app, CommandLine& cl) {
-  CLI::App* replay = app.add_subcommand("replay", "judge a saved fixture's case again");
-  replay->add_option("FIXTURE", cl.ropt.path, "fixture JSON")->required()->check(kNonEmpty);
+  CLI::App* replay = app.add_subcommand("replay", "judge saved fixtures' cases again");
+  replay->add_option("FIXTURE", cl.ropt.paths, "fixture JSON files, or folders of them")
+      ->required()
+      ->check(kNonEmpty);
   replay->add_option("--impl", cl.ropt.impl, "implementation (default: the fixture's)")->check(kNonEmpty);
   replay->add_option("--plugin", cl.ropt.plugins,
                      "load this plugin; its implementation judges the case (default: the "

@@ -116,11 +116,14 @@ std::string declaration_text(const ImplInfo& i) {
   out += fmt::format("  precision:     {}\n", precision_text(i.precision));
   out += fmt::format("  flush to zero: {}\n", flush_text(i.precision));
   out += fmt::format("  limits:        {}\n", limits_text(i.limits));
-  // Every other field by the walk (threads), one line each.
-  fields::walk(fields::kImplInfoFields, i, [&](const fields::Field& f, const auto& x) {
+  // Every other field by the walk (threads), one line each where it is
+  // not the default, so a declaration without it reads as before.
+  const ImplInfo defaults;
+  fields::walk2(fields::kImplInfoFields, i, defaults, [&](const fields::Field& f, const auto& x,
+                                                          const auto& d) {
     using M = std::remove_cvref_t<decltype(x)>;
     if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
-      if (f.in(fields::kDescribe) && !fields::named(f.name, kInfoByHand)) {
+      if (f.in(fields::kDescribe) && !fields::named(f.name, kInfoByHand) && x != d) {
         out += fmt::format("  {:<14} {}\n", fmt::format("{}:", f.shown_as), x);
       }
     }

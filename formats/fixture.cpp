@@ -193,6 +193,32 @@ Fixture load_fixture(const std::string& path) {
   return fixture_from_json(read_json_file(path), path);
 }
 
+std::vector<std::string> fixture_files(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) throw InputError(fmt::format("{}: no such file or folder", printable(path)));
+    if (fs::is_regular_file(st)) {
+      files.push_back(path);
+      continue;
+    }
+    if (!fs::is_directory(st)) {
+      throw InputError(fmt::format("{}: neither a file nor a folder", printable(path)));
+    }
+    std::vector<std::string> found;
+    for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+      std::error_code type_ec;
+      if (e.path().extension() == ".json" && e.is_regular_file(type_ec)) found.push_back(e.path().string());
+    }
+    if (ec) throw InputError(fmt::format("{}: cannot read the folder: {}", printable(path), ec.message()));
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
 void save_fixture(const std::string& path, const Fixture& f) {
   const std::filesystem::path file(path);
   std::error_code ec;

@@ -28,6 +28,14 @@ inline constexpr const char* kRealSizesVariable = "ATTNCHECK_REAL_SIZES";
 /// reproduce map replays a shrunk small case).
 inline constexpr const char* kRapidCheckVariable = "RC_PARAMS";
 
+/// A GoogleTest program's (attncheck_add_tests, include/attncheck/gtest.h)
+/// run-time choices, over what it was built with: the profile ("ci" or
+/// "thorough"), the cases per property (an integer from 1), and a fixture
+/// file or folder of them to replay instead of searching.
+inline constexpr const char* kProfileVariable = "ATTNCHECK_PROFILE";
+inline constexpr const char* kTestCasesVariable = "ATTNCHECK_TEST_CASES";
+inline constexpr const char* kReplayVariable = "ATTNCHECK_REPLAY";
+
 /// This process's values of the variables above (those set).
 Environment process_environment();
 
@@ -51,6 +59,7 @@ struct RunFlags {
   /// none (RunConfig::timeout_ms = 0).
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   std::string save_failures_dir;  ///< --save-failures; empty = none saved
+  bool prune_fixed = false;  ///< --prune-fixed: remove saved failures that now pass
   PropertyOptions property_options;
 };
 
@@ -59,6 +68,14 @@ struct RunFlags {
 /// bad ("ATTNCHECK_SEED: 'abc' is not a seed (an integer below 2^53)").
 /// The combination of formats (RunConfig::combo) is the caller's.
 RunConfig configure_run(const RunFlags& flags, const Environment& env);
+
+/// A test program's flags: `built_in` (what attncheck_add_tests wrote
+/// into it) with ATTNCHECK_SEED, ATTNCHECK_PROFILE and ATTNCHECK_TEST_CASES
+/// of `env` over them, each named in an error by its variable, so a
+/// printed reproduce line (`ATTNCHECK_SEED=S ./TESTS --gtest_filter=...`)
+/// runs what failed. Throws InputError "ATTNCHECK_TEST_CASES: 'x' is not a
+/// number of cases (an integer from 1 to 100000)".
+RunFlags test_program_flags(RunFlags built_in, const Environment& env);
 
 /// The seed: `given` when set (named `given_name` in an error), else
 /// ATTNCHECK_SEED of `env` when set and not empty, else kDefaultSeed.

@@ -28,6 +28,15 @@ std::string judgement_options(const RunConfig& config) {
   return options;
 }
 
+}  // namespace
+
+std::string fixture_path(const std::string& dir, const std::string& impl, DType dtype,
+                         const std::string& property) {
+  return fmt::format("{}/{}-{}-{}.json", dir, impl, dtype_name(dtype), property);
+}
+
+namespace {
+
 // Where the fixture came from, and what changes the cases or their
 // judgement, so that replay judges alike.
 FixtureMeta fixture_meta(const PropertyDef& prop, const Implementation& impl, const Problem& p,
@@ -120,8 +129,8 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       f.problem = p;
       f.args = ctx.failed_case->args;
       f.meta = fixture_meta(prop, impl, p, config, reproduce, ctx.failed_path);
-      const std::string path = fmt::format("{}/{}-{}-{}.json", config.save_failures_dir,
-                                           impl.info().name, dtype_name(dtype), prop.name);
+      const std::string path =
+          fixture_path(config.save_failures_dir, impl.info().name, dtype, prop.name);
       try {
         save_fixture(path, f);
         out.fixture = path;
@@ -144,6 +153,25 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
                                      : fmt::format(" --plugin {}", info.origin);
   // A mixed combination is spelled as --dtype took it (SPEC 5.2).
   const std::string dtype_arg = config.combo ? combo_name(*config.combo) : std::string(dtype_name(dtype));
+  if (!config.test_program.empty()) {
+    // A GoogleTest program: the same test again, with the run's variables
+    // (a real-size failure replays the whole run from its seed).
+    std::string vars = fmt::format("ATTNCHECK_SEED={}", config.seed);
+    if (config.profile != Profile::ci) vars += fmt::format(" ATTNCHECK_PROFILE={}", profile_name(config.profile));
+    if (config.cases > 0) vars += fmt::format(" ATTNCHECK_TEST_CASES={}", config.cases);
+    if (reproduce.kind == Reproduce::Kind::rc_params) {
+      report << fmt::format("  reproduce: RC_PARAMS=\"{}\" {} {}\n", reproduce.rc_params, vars,
+                            config.test_program);
+    } else if (reproduce.kind == Reproduce::Kind::whole_run) {
+      report << fmt::format("  reproduce: {} {}\n", vars, config.test_program);
+    }
+    if (out.fixture) {
+      report << fmt::format("  fixture: {}  (rerun: ATTNCHECK_REPLAY={} {})\n", *out.fixture,
+                            *out.fixture, config.test_program);
+    }
+    out.message = report.str();
+    return;
+  }
   if (reproduce.kind == Reproduce::Kind::whole_run) {
     // A real-size failure: the seed replays the whole run, size phase and
     // search included (RapidCheck's reproduce map covers small cases only).

@@ -20,6 +20,11 @@ struct Reproduce {
   std::string rc_params;  // for Kind::rc_params
 };
 
+/// Where an item's failure is saved: DIR/IMPL-DTYPE-PROPERTY.json (the
+/// output format's name), one file per item, so a later run finds it.
+std::string fixture_path(const std::string& dir, const std::string& impl, DType dtype,
+                         const std::string& property);
+
 /// Fills `out` as the failure of `prop` on `impl`: status failed, the
 /// report (`found` is printed before the message: where a real-size search
 /// found it), the diagnosis, and the fixture when the config saves them.

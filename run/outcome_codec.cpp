@@ -12,7 +12,7 @@ using host_detail::Writer;
 
 // Adding a member to PropertyOutcome changes its size: the codec below
 // must learn it (and the round-trip test must set it) before this builds.
-static_assert(sizeof(PropertyOutcome) == 504 || sizeof(void*) != 8,
+static_assert(sizeof(PropertyOutcome) == 584 || sizeof(void*) != 8,
               "PropertyOutcome changed: add the new member to encode_outcome and "
               "decode_outcome, and to the round-trip test, then update this size");
 
@@ -62,6 +62,11 @@ std::string encode_outcome(const PropertyOutcome& o) {
     put_strings(w, {k.cause, k.finding, k.reason, k.fixture});
   });
   put_strings(w, o.also_explained);
+  put_opt(w, o.saved, [&](const SavedFailure& f) {
+    w.put_str(f.fixture);
+    w.put(f.result);
+    w.put_str(f.note);
+  });
   return w.bytes();
 }
 
@@ -95,6 +100,14 @@ PropertyOutcome decode_outcome(const std::string& bytes) {
     o.expected = KnownFinding{k[0], k[1], k[2], k[3]};
   }
   o.also_explained = get_strings(r);
+  if (r.get<uint8_t>()) {
+    SavedFailure f;
+    f.fixture = r.get_str();
+    f.result = r.get<SavedFailure::Result>();
+    if (f.result > SavedFailure::Result::unreadable) throw std::runtime_error("outcome: a saved failure's result");
+    f.note = r.get_str();
+    o.saved = std::move(f);
+  }
   r.expect_end();
   return o;
 }

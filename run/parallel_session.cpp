@@ -150,6 +150,38 @@ class Children {
   std::vector<Child> children_;
 };
 
+// The items not yet given out, in the order they are given: those to run
+// again first, then the next of the work list; each keeps busy the threads
+// of its implementation (at most `jobs`). An item starts while the threads
+// of those running and its own fit in `jobs` (alone it always fits), in
+// this order: one that does not fit waits for the running ones.
+struct Queue {
+  size_t count;
+  int jobs;
+  const ParallelCallbacks& cb;
+  std::deque<size_t> redo;
+  size_t next = 0;
+  int busy_threads = 0;
+
+  bool empty() const { return redo.empty() && next >= count; }
+  int weight(size_t i) const { return std::clamp(cb.threads ? cb.threads(i) : 1, 1, jobs); }
+  bool fits() const {
+    return busy_threads == 0 || busy_threads + weight(redo.empty() ? next : redo.front()) <= jobs;
+  }
+  size_t take() {
+    size_t i = next;
+    if (!redo.empty()) {
+      i = redo.front();
+      redo.pop_front();
+    } else {
+      ++next;
+    }
+    busy_threads += weight(i);
+    return i;
+  }
+  void ended(size_t i) { busy_threads -= weight(i); }
+};
+
 }  // namespace
 
 int default_jobs(int64_t per_job_mb) {
@@ -198,40 +230,24 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
     }
     return n;
   };
-  std::deque<size_t> redo;
-  size_t next = 0, emitted = 0;
+  Queue queue{count, jobs, cb, {}, 0, 0};
+  size_t emitted = 0;
   bool interrupted = false;
   std::optional<InputError> input_error;
   std::optional<std::runtime_error> error;
   const auto stopping = [&] { return interrupted || input_error || error; };
-  const auto work_left = [&] { return !stopping() && (!redo.empty() || next < count); };
-
-  // An item keeps its implementation's threads busy (ImplInfo::threads,
-  // at most `jobs`): items start while the threads of those running fit
-  // in `jobs`, in work-list order (one that does not fit waits for the
-  // running ones; alone it always fits).
-  const auto weight = [&](size_t i) { return std::clamp(cb.threads ? cb.threads(i) : 1, 1, jobs); };
-  int busy_threads = 0;
-  const auto peek = [&] { return redo.empty() ? next : redo.front(); };
-  const auto fits = [&] { return busy_threads == 0 || busy_threads + weight(peek()) <= jobs; };
+  const auto work_left = [&] { return !stopping() && !queue.empty(); };
   const auto assign = [&](Child& c) {
-    size_t i = next;
-    if (!redo.empty()) {
-      i = redo.front();
-      redo.pop_front();
-    } else {
-      ++next;
-    }
+    const size_t i = queue.take();
     base[i] = earlier_hangs(i, true);
     Writer w;
     w.put<uint64_t>(i);
     w.put<int32_t>(base[i]);
     c.running = i;
-    busy_threads += weight(i);
     if (!host_detail::send_frame(c.fd, w.bytes())) {
       // Gone before it took the item: its death is the item's outcome.
       c.running.reset();
-      busy_threads -= weight(i);
+      queue.ended(i);
       finished[i] = cb.outcome_of_death(i, children.end(c, false));
       has_hangs[i] = true;
     }
@@ -247,10 +263,10 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         children.end(c, false);
         continue;
       }
-      if (!c.running && fits()) assign(c);
+      if (!c.running && queue.fits()) assign(c);
       live += c.pid > 0;
     }
-    for (; live < jobs && work_left() && fits(); ++live) assign(children.spawn());
+    for (; live < jobs && work_left() && queue.fits(); ++live) assign(children.spawn());
   };
 
   while (emitted < count) {
@@ -261,10 +277,11 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         if (c.pid > 0) ::kill(c.pid, SIGTERM);
     }
     if (stopping()) {
-      for (size_t i : redo) finished[i] = cb.not_started(i), has_hangs[i] = true;
-      redo.clear();
-      for (size_t i = next; i < count; ++i) finished[i] = cb.not_started(i), has_hangs[i] = true;
-      next = count;
+      while (!queue.empty()) {
+        const size_t i = queue.take();
+        queue.ended(i);
+        finished[i] = cb.not_started(i), has_hangs[i] = true;
+      }
     }
     std::vector<pollfd> fds;
     std::vector<Child*> of;
@@ -282,7 +299,7 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         Child& c = *of[k];
         const size_t i = *c.running;
         c.running.reset();
-        busy_threads -= weight(i);
+        queue.ended(i);
         const std::optional<std::string> reply = read_frame(c.fd);
         if (!reply) {
           const std::string how = children.end(c, false);
@@ -315,7 +332,7 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         finished.erase(it);
         has_hangs[emitted] = false;
         item_hangs[emitted] = 0;
-        redo.push_front(emitted);
+        queue.redo.push_front(emitted);
         break;
       }
       cb.done(emitted, std::move(it->second), item_hangs[emitted]);

@@ -25,7 +25,16 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
   ctx.replay_path = f.meta.path.value_or("");
   const Case c{f.problem, f.args};  // ctx reads it while the report is made
   const Verdict v = judge_once(prop, ctx, c);
-  if (v.passed()) {
+  if (v.was_set_aside() && ctx.explained_failures > 0) {
+    // With known findings (the failure database's replay): a failure one
+    // of them explains is set aside by judge_once, and is xfail by cause.
+    const KnownFinding& k = config.known_findings.at(ctx.explained_finding);
+    out.status = PropertyStatus::xfail;
+    out.cases = 1;
+    out.expected = k;
+    out.message = fmt::format("the fixture's case fails as known finding {} ({}) explains",
+                              k.finding, k.cause);
+  } else if (v.passed()) {
     out.status = PropertyStatus::passed;
     out.cases = 1;
     out.max_budget_used = ctx.max_budget_used;

@@ -19,6 +19,7 @@
 #include "properties/property_def.h"
 #include "run/config.h"
 #include "run/parallel_session.h"
+#include "run/saved_failures.h"
 #include "run/run_property.h"
 
 namespace attncheck {
@@ -148,6 +149,7 @@ namespace {
 
 // One item of the work list, as --jobs 1 and each process of --jobs N run it.
 PropertyOutcome run_item(const SessionConfig& config, const WorkItem& item,
+                         const std::optional<SavedFixture>& saved_fixture,
                          const std::function<bool()>& cancelled) {
   const PropertyDef& prop = property_def(*item.property);
   PropertyOutcome o;
@@ -177,7 +179,11 @@ PropertyOutcome run_item(const SessionConfig& config, const WorkItem& item,
     // failures they explain are set aside, xfail when nothing else fails.
     RunConfig run = config.run;
     run.known_findings = config.expected_failures.findings_for(item.impl->info().name, prop.name);
+    // The failure database: this item's fixture an earlier run saved.
+    std::optional<SavedReplay> saved;
+    if (saved_fixture) saved = replay_saved_failure(*saved_fixture, *item.impl, run);
     o = run_property(prop, *item.impl, item.dtype, run);
+    if (saved) settle_saved_failure(*saved, o);
     note_findings_gone(config.expected_failures, *item.impl, o);
     if (cancelled()) {
       // Interrupted mid-property: what it found is not a verdict.
@@ -209,6 +215,11 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
   };
   for (Reporter* r : reporters) r->on_start(result.seed, result.profile, result.shard);
   const std::vector<WorkItem> items = work_list(session);
+  // The failure database's fixtures as they are before any item runs.
+  std::vector<std::optional<SavedFixture>> saved(items.size());
+  for (size_t i = 0; i < items.size(); ++i)
+    saved[i] = find_saved_failure(*items[i].property, items[i].impl->info().name, items[i].dtype,
+                                  session.run);
   const auto done = [&](PropertyOutcome&& o) {
     for (Reporter* r : reporters) r->on_outcome(o);
     if (o.status == PropertyStatus::passed) {
@@ -218,7 +229,7 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
     result.outcomes.push_back(std::move(o));
   };
   if (config.jobs <= 1 || items.size() <= 1) {
-    for (const WorkItem& item : items) done(run_item(session, item, cancelled));
+    for (size_t i = 0; i < items.size(); ++i) done(run_item(session, items[i], saved[i], cancelled));
   } else {
     const auto blank = [&](size_t i, std::string message) {
       const WorkItem& item = items[i];
@@ -246,7 +257,7 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
         isolated->set_hangs_in_run(hangs_at_start[isolated] + hangs_before);
         before = isolated->hangs_in_run();
       }
-      ItemRun run{run_item(session, items[i], cancelled), 0};
+      ItemRun run{run_item(session, items[i], saved[i], cancelled), 0};
       if (isolated) run.hangs = isolated->hangs_in_run() - before;
       return run;
     };

@@ -4,6 +4,7 @@
 
 #include "attncheck/reporters.h"
 #include "attncheck/registry.h"
+#include "run/saved_failures.h"
 
 namespace attncheck {
 
@@ -24,6 +25,9 @@ void TextReporter::on_outcome(const PropertyOutcome& o) {
 }
 
 void TextReporter::on_finish(const SessionResult& result) {
+  if (const std::string saved = saved_failures_summary(result.outcomes); !saved.empty()) {
+    out_ << saved << "\n";
+  }
   for (const auto& [name, budget] : result.max_budget) {
     out_ << fmt::format("largest budget used by a passing case: {:<24} {:.3g}\n", name, budget);
   }

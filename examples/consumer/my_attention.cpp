@@ -41,13 +41,16 @@ class MyAttention : public Implementation {
     r.lse.assign(static_cast<size_t>(p.batch * p.heads * p.tq), 0.0);
     std::vector<double> s(static_cast<size_t>(p.tk));
     for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t h = 0; h < p.heads; ++h) {
+        // K and V are [batch][kv_heads][tk][d]: query head h reads the K/V
+        // head of its group (grouped-query attention, SPEC 1.1), never h.
+        const int64_t kv = p.kv_head(h);
         for (int64_t i = 0; i < p.tq; ++i) {
           double m = -std::numeric_limits<double>::infinity();
           for (int64_t j = 0; j < p.tk; ++j) {
             if (!p.allowed(b, h, i, j)) continue;
             double dot = 0;
-            for (int64_t d = 0; d < p.dk; ++d) dot += p.q.at(b, h, i, d) * p.k.at(b, h, j, d);
+            for (int64_t d = 0; d < p.dk; ++d) dot += p.q.at(b, h, i, d) * p.k.at(b, kv, j, d);
             s[static_cast<size_t>(j)] = p.scale * dot;
             m = std::max(m, s[static_cast<size_t>(j)]);
           }
@@ -64,10 +67,11 @@ class MyAttention : public Implementation {
             const double a = s[static_cast<size_t>(j)] / l;
             r.weights[weight_index(p, b, h, i, j)] = a;
             for (int64_t d = 0; d < p.dv; ++d)
-              r.out[out_index(p, b, h, i, d)] += a * p.v.at(b, h, j, d);
+              r.out[out_index(p, b, h, i, d)] += a * p.v.at(b, kv, j, d);
           }
           r.lse[row_index(p, b, h, i)] = m + std::log(l);
         }
+      }
     return r;
   }
 

@@ -63,6 +63,13 @@ struct Fixture {
 /// InputError naming the file and the field.
 Fixture load_fixture(const std::string& path);
 
+/// The fixture files `paths` name, in the order given: a regular file as
+/// it is, a folder's regular *.json files (not its subfolders') sorted by
+/// name. Throws InputError "PATH: no such file or folder" (or "... is
+/// neither a file nor a folder") for one that is neither; a folder without
+/// fixtures gives none.
+std::vector<std::string> fixture_files(const std::vector<std::string>& paths);
+
 /// Writes a fixture, creating parent directories, as an output file is
 /// written (absent or a regular file, replaced atomically; a FIFO, device,
 /// directory or symbolic link there is refused, never opened). Throws

@@ -29,6 +29,11 @@ struct GTestSuiteOptions {
   /// list expects that passes where its finding's fixture passes too (xpass)
   /// fails, naming the entry to remove.
   std::string expected_failures = "fixtures/expected-failures.json";
+  /// Where the programs of one build claim their implementations' names
+  /// (attncheck_add_tests sets a folder of the build): a name another
+  /// program of the build claimed is refused, as their ctest names would
+  /// be the same. Empty: not checked.
+  std::string names_dir;
 };
 
 /// Registers with testing::RegisterTest, for every dtype `impl` supports
@@ -37,9 +42,17 @@ struct GTestSuiteOptions {
 /// A test passes when the property passed, is skipped (GTEST_SKIP, with the
 /// reason) when the property is skipped, unsupported or xfail, and fails with the
 /// whole failure report (counterexample, reproduce line, fixture) otherwise.
-/// Call after testing::InitGoogleTest and before RUN_ALL_TESTS. Throws
-/// InputError for a seed (options.seed or ATTNCHECK_SEED) not below 2^53,
-/// or an expected-failures list that does not read.
+/// Call after testing::InitGoogleTest and before RUN_ALL_TESTS.
+///
+/// At run time ATTNCHECK_SEED, ATTNCHECK_PROFILE and ATTNCHECK_TEST_CASES
+/// override options.seed, profile and cases; ATTNCHECK_REPLAY=FILE|DIR
+/// judges the saved fixtures of each test again in place of its search. A
+/// failure's report prints the test's own reproduce line (`RC_PARAMS=...
+/// ATTNCHECK_SEED=S /abs/TESTS --gtest_filter=SUITE.NAME`) and the
+/// fixture's absolute path with its rerun line. A bad value (a seed not
+/// below 2^53, an unknown profile, an expected-failures list that does not
+/// read, a name another program claimed) is one line on stderr and one
+/// failing test `attncheck_<impl>.Configuration`, never an abort.
 void add_gtest_suite(std::shared_ptr<const Implementation> impl,
                      const GTestSuiteOptions& options = {});
 

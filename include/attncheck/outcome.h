@@ -64,6 +64,22 @@ struct KnownFinding {
 };
 
 /// What one run found.
+/// The failure database (docs/cli.md, "Saved failures"): what an item's
+/// saved fixture gave when it was replayed before the search.
+struct SavedFailure {
+  enum class Result : uint8_t {
+    still_fails,  ///< it fails, and no known finding explains it
+    known,        ///< it fails as a known finding explains (by cause)
+    now_passes,   ///< it passes: moved aside, or removed (--prune-fixed)
+    unreadable,   ///< it no longer replays (not read, not a case): left alone
+  };
+  std::string fixture;  ///< the file replayed
+  Result result = Result::still_fails;
+  /// now_passes: where it was moved ("" = removed); unreadable: why.
+  std::string note;
+  bool operator==(const SavedFailure&) const = default;
+};
+
 struct PropertyOutcome {
   std::string property;
   std::string impl;
@@ -95,6 +111,9 @@ struct PropertyOutcome {
   /// (some calls), though not all of it: named in the report, never a
   /// reason to expect the failure.
   std::vector<std::string> also_explained;
+  /// The saved fixture of this item replayed before the search; nullopt =
+  /// none was saved (or the run saves none).
+  std::optional<SavedFailure> saved;
 };
 
 }  // namespace attncheck

@@ -66,6 +66,20 @@ struct RunConfig {
   /// the property xfail, with the explained case shrunk (docs/cli.md).
   /// Empty: every failure counts, as without a list.
   std::vector<KnownFinding> known_findings;
+  /// How the failure report's reproduce and rerun lines run the case
+  /// again; empty = `attncheck check ...` and `attncheck replay FIXTURE`.
+  /// The GoogleTest glue sets its program and the test's filter
+  /// ("/abs/TESTS --gtest_filter=SUITE.NAME"): the lines then set
+  /// RC_PARAMS, ATTNCHECK_SEED (and ATTNCHECK_PROFILE, ATTNCHECK_TEST_CASES
+  /// where not the default) or ATTNCHECK_REPLAY before it.
+  std::string test_program;
+  /// The failure database (docs/cli.md): before its search an item
+  /// replays its fixture saved in save_failures_dir by an earlier run; one
+  /// that still fails fails the item even where the search passes, one that
+  /// now passes is moved to save_failures_dir/fixed/ (removed when
+  /// prune_fixed). Off: the saved fixtures are only written.
+  bool replay_saved = true;
+  bool prune_fixed = false;
 };
 
 /// False when the environment variable ATTNCHECK_REAL_SIZES is "0"

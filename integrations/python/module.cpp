@@ -122,6 +122,17 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
     d["expected"] = py::none();
   }
   d["also_explained"] = o.also_explained;
+  // The failure database (docs/cli.md): what this item's saved fixture gave.
+  if (o.saved) {
+    static constexpr const char* kResults[] = {"still fails", "known", "now passes", "unreadable"};
+    py::dict f;
+    f["fixture"] = o.saved->fixture;
+    f["result"] = kResults[static_cast<int>(o.saved->result)];
+    f["note"] = o.saved->note;
+    d["saved"] = f;
+  } else {
+    d["saved"] = py::none();
+  }
   return d;
 }
 

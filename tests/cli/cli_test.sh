@@ -183,7 +183,7 @@ contains paths/broken_path_misreported-f32-MatchesOracle.json '"path": "tiled"' 
 expect 1 "replay judges by the recorded path" -- replay paths/broken_path_misreported-f32-MatchesOracle.json
 sed 's/"path": "tiled"/"path": "nowhere"/' paths/broken_path_misreported-f32-MatchesOracle.json >nopath.json
 usage_error "a fixture's path the implementation lacks" "meta.path" -- replay nopath.json
-usage_error "replay of a missing file" "nope.json: cannot open" -- replay nope.json
+usage_error "replay of a missing file" "nope.json: no such file or folder" -- replay nope.json
 usage_error "replay with an unknown implementation" "unknown implementation" -- replay fails/broken_softmax_query_axis-f64-MatchesOracle.json --impl nope
 
 for k in 1 2 3; do

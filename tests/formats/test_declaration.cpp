@@ -102,7 +102,8 @@ TEST(DeclarationJson, AnExistingDeclarationOnlyGainsTheNewKeys) {
   for (const auto& [key, value] : j["precision"].items()) precision_keys.insert(key);
   EXPECT_EQ(keys, (std::set<std::string>{"name", "kind", "description", "origin", "caught_by",
                                          "dtypes", "combos", "features", "features_bits",
-                                         "empty_rows", "precision", "limits", "paths"}));
+                                         "empty_rows", "precision", "limits", "paths",
+                                         "threads"}));
   EXPECT_EQ(precision_keys,
             (std::set<std::string>{"accum", "p_cast", "s_cast", "exp_ulps", "flush_to_zero",
                                    "ftz_formats", "key_block", "q_cast", "q_cast_kv",

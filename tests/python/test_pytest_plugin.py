@@ -111,3 +111,23 @@ def test_pytest_xdist_gives_the_verdicts_of_one_process(pytester):
     assert "2 workers" in many.stdout.str() or "gw1" in many.stdout.str()
     assert _verdicts(many) == _verdicts(one)
     assert len(_verdicts(one)) == 9
+
+
+def test_saved_failures_are_replayed_and_a_fixed_one_is_moved_aside(pytester):
+    # The failure database: the second run replays the fixture the first
+    # saved; after the fix, the next run says it now passes and moves it.
+    sel = ("-k", "noscale and MatchesOracle")
+    first = run(pytester, *sel)
+    first.assert_outcomes(failed=1)
+    assert "attncheck: replayed" not in first.stdout.str()
+    second = run(pytester, *sel)
+    second.assert_outcomes(failed=1)
+    second.stdout.fnmatch_lines(["attncheck: replayed 1 saved failure: 1 still fail, 0 now pass"])
+    fixed = MODULE.replace("return attention(p, 1.0)", "return attention(p, p.scale)")
+    pytester.makepyfile(test_impls=fixed)
+    after = pytester.runpytest_subprocess("-p", "attncheck.pytest", "-p", "no:cacheprovider",
+                                          "--attncheck-save-failures",
+                                          str(pytester.path / "failures"), *sel)
+    after.assert_outcomes(passed=1)
+    after.stdout.fnmatch_lines(["attncheck: replayed 1 saved failure: 0 still fail, 1 now pass"])
+    assert (pytester.path / "failures" / "fixed" / "noscale-f64-MatchesOracle.json").exists()

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <cstdlib>
 #include <memory>
@@ -44,6 +45,7 @@ TEST(OutcomeCodec, EveryFieldComesBackAsItWas) {
   o.diagnosis = {"scale_one", "causal_strict"};
   o.expected = KnownFinding{"empty_row_nan", "F3", "NaN rows", "ggml/x.json"};
   o.also_explained = {"F1"};
+  o.saved = SavedFailure{"d/x.json", SavedFailure::Result::now_passes, "d/fixed/x.json"};
   const PropertyOutcome back = decode_outcome(encode_outcome(o));
   EXPECT_EQ(encode_outcome(back), encode_outcome(o));
   EXPECT_EQ(back.message, o.message);
@@ -53,6 +55,7 @@ TEST(OutcomeCodec, EveryFieldComesBackAsItWas) {
   EXPECT_EQ(back.real_sizes->beyond_precision, 4);
   EXPECT_EQ(back.counterexample->dv, 6);
   EXPECT_EQ(back.also_explained, o.also_explained);
+  EXPECT_EQ(back.saved, o.saved);
   EXPECT_THROW(decode_outcome(encode_outcome(o).substr(0, 40)), std::runtime_error);
 }
 
@@ -81,7 +84,10 @@ TEST(ParallelSession, AnyNumberOfProcessesGivesTheSameOutcomesInTheSameOrder) {
   EXPECT_GT(a.count(PropertyStatus::failed), 0) << "the twins must fail for the claim to mean much";
   for (int jobs : {2, 3, 7}) {
     SCOPED_TRACE(jobs);
-    SessionConfig many = mixed_session(dir + "/one");  // the same fixture paths
+    // The same fixture paths, the first run's gone (or they would be
+    // replayed before each search: the failure database).
+    std::filesystem::remove_all(dir + "/one");
+    SessionConfig many = mixed_session(dir + "/one");
     many.jobs = jobs;
     const SessionResult b = run_session(many, {});
     ASSERT_EQ(b.outcomes.size(), a.outcomes.size());

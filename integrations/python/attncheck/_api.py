@@ -65,6 +65,10 @@ class Outcome:
         # explain only part of a failure.
         self.expected = d.get("expected")
         self.also_explained = list(d.get("also_explained", []))
+        # The failure database (docs/cli.md): {"fixture", "result" ("still
+        # fails", "known", "now passes", "unreadable"), "note"} for the
+        # saved fixture replayed before the search, else None.
+        self.saved = d.get("saved")
         self.reproduce = next((line.strip()[len("reproduce: "):]
                                for line in self.message.splitlines()
                                if line.strip().startswith("reproduce: ")), None)

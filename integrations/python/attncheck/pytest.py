@@ -52,6 +52,7 @@ class _Checkers:
     def __init__(self, config):
         self.config = config
         self.checkers = {}
+        self.saved = []  # each outcome's saved-failure replay (Outcome.saved)
         self.seed = _core.resolve_seed(config.getoption("attncheck_seed"))
         path = config.getoption("attncheck_expected_failures")
         if path is None:
@@ -75,6 +76,19 @@ _KEY = pytest.StashKey[_Checkers]()
 def pytest_configure(config):
     config.stash[_KEY] = _Checkers(config)
     config.addinivalue_line("markers", "attncheck: a property check of an attention implementation")
+
+
+def pytest_terminal_summary(terminalreporter):
+    # The failure database: what the saved fixtures replayed before the
+    # searches gave (as `attncheck check` says it).
+    checkers = terminalreporter.config.stash.get(_KEY, None)
+    saved = checkers.saved if checkers is not None else []
+    if saved:
+        still = sum(s["result"] in ("still fails", "known") for s in saved)
+        fixed = sum(s["result"] == "now passes" for s in saved)
+        terminalreporter.write_line(
+            f"attncheck: replayed {len(saved)} saved failure{'s' if len(saved) != 1 else ''}: "
+            f"{still} still fail, {fixed} now pass")
 
 
 def pytest_sessionfinish(session):
@@ -131,6 +145,8 @@ class PropertyItem(pytest.Item):
             config.getoption("attncheck_cases"), config.getoption("attncheck_strict"),
             config.getoption("attncheck_save_failures") or "", checkers.expected_failures))
         self.user_properties.append(("attncheck_status", o.status))
+        if o.saved:
+            checkers.saved.append(o.saved)
         if o.status == "passed":
             self.user_properties.append(("max_budget_used", f"{o.max_budget_used:.3g}"))
             return
