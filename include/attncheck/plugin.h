@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -279,6 +280,77 @@ typedef struct attncheck_impl {
                                        -1 = not said; called after each
                                        forward that returns ATTNCHECK_OK */
 } attncheck_impl;
+
+/* ---- Rounding helpers for plugin authors ----
+   Round to nearest, ties to even, as IEEE 754 and attncheck's oracle round
+   (the harness's own round_to agrees on every float: tests/core/
+   test_plugin_rounding.cpp). A bf16 or f16 tensor (q, k, v, out, ...) holds
+   the formats' 16-bit patterns: *_bits converts a float to one, *_value
+   back, attncheck_round_* rounds a float to the format and back (what a
+   kernel does to store or to accumulate in bf16 or f16). NaN stays NaN;
+   a float beyond the format's range becomes infinity (bf16's range is
+   float's). */
+static inline uint16_t attncheck_bf16_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static inline float attncheck_bf16_value(uint16_t bits) {
+  const uint32_t u = (uint32_t)bits << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static inline float attncheck_round_bf16(float x) { return attncheck_bf16_value(attncheck_bf16_bits(x)); }
+
+static inline uint16_t attncheck_f16_bits(float x) {
+  uint32_t u, a, r, e, m, shift, q, rem, half;
+  uint16_t sign;
+  memcpy(&u, &x, sizeof u);
+  sign = (uint16_t)((u >> 16) & 0x8000u);
+  a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);   /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* from 65520 (a tie): infinity */
+  if (a >= 0x38800000u) {                                    /* normal: from 2^-14 */
+    r = a - 0x38000000u;                                     /* exponent bias 127 -> 15 */
+    r += 0x0fffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+  }
+  if (a <= 0x33000000u) return sign;                         /* up to 2^-25 (a tie): zero */
+  /* Subnormal: the significand in units of 2^-24, rounded. */
+  e = a >> 23;
+  m = (a & 0x7fffffu) | 0x800000u;
+  shift = 126u - e;
+  q = m >> shift;
+  rem = m & ((1u << shift) - 1u);
+  half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return (uint16_t)(sign | q);
+}
+
+static inline float attncheck_f16_value(uint16_t bits) {
+  const uint32_t sign = (uint32_t)(bits & 0x8000u) << 16;
+  const uint32_t e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+  uint32_t u;
+  float x;
+  if (e == 0x1fu) {
+    u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    x = (float)m * (1.0f / 16777216.0f); /* m * 2^-24, exact */
+    memcpy(&u, &x, sizeof u);
+    u |= sign;
+  }
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static inline float attncheck_round_f16(float x) { return attncheck_f16_value(attncheck_f16_bits(x)); }
 
 /* The one symbol a plugin exports. */
 typedef const attncheck_impl* (*attncheck_plugin_impls_fn)(size_t* count);

@@ -31,6 +31,12 @@ def test_correct_implementation_passes(tmp_path):
     assert result.ok, str(result)
     assert [o.status for o in result] == ["passed"] * 3
     assert all(o.cases > 0 for o in result)
+    # str() prints what `attncheck check` prints, per property.
+    text = str(result).splitlines()
+    assert text[0].startswith(f"attncheck {attncheck._core.version}: seed ")
+    line = next(l for l in text if "MatchesOracle" in l)
+    assert line.startswith("passed      np_ref_f64 ") and " cases, max budget used " in line
+    assert text[-1] == "3 passed, 0 failed, 0 skipped, 0 unsupported, 0 xfail, 0 xpass, 0 not-run"
 
 
 def test_broken_fails_with_shrunk_counterexample_diagnosis_and_fixture(tmp_path):

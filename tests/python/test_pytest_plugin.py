@@ -131,3 +131,9 @@ def test_saved_failures_are_replayed_and_a_fixed_one_is_moved_aside(pytester):
     after.assert_outcomes(passed=1)
     after.stdout.fnmatch_lines(["attncheck: replayed 1 saved failure: 0 still fail, 1 now pass"])
     assert (pytester.path / "failures" / "fixed" / "noscale-f64-MatchesOracle.json").exists()
+
+
+def test_verbose_says_what_check_says_of_a_pass(pytester):
+    result = run(pytester, "-v", "-k", "good and RowSumsToOne")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*good::RowSumsToOne[[]f64[]] PASSED (* cases, max budget used *"])

@@ -131,14 +131,24 @@ class Result:
         return len(self.outcomes)
 
     def __str__(self):
-        lines = [f"attncheck {_core.version} seed {self.seed} profile {self.profile}: "
-                 f"{self.impl}"]
+        # What `attncheck check` prints: one line per outcome (a failure's
+        # or an xfail's whole report below it), the counts, and what the
+        # saved failures replayed before the searches gave.
+        lines = [f"attncheck {_core.version}: seed {self.seed}, profile {self.profile}"]
         for o in self.outcomes:
-            if o.status in ("failed", "xpass"):
+            long = o.status in ("failed", "xfail")
+            lines.append(f"{o.status:<11} {o.impl:<24} {o.dtype:<4} {o.property:<28} "
+                         f"{'' if long else o.message}".rstrip())
+            if long:
                 lines.append(o.message.rstrip("\n"))
-            else:
-                lines.append(f"{o.status:<11} {o.property} on {o.impl} ({o.dtype})")
-        counts = {}
+        saved = [o.saved for o in self.outcomes if o.saved]
+        if saved:
+            still = sum(s["result"] in ("still fails", "known") for s in saved)
+            fixed = sum(s["result"] == "now passes" for s in saved)
+            lines.append(f"replayed {len(saved)} saved failure{'s' if len(saved) != 1 else ''}: "
+                         f"{still} still fail, {fixed} now pass")
+        counts = {s: 0 for s in ("passed", "failed", "skipped", "unsupported", "xfail", "xpass",
+                                 "not-run")}
         for o in self.outcomes:
             counts[o.status] = counts.get(o.status, 0) + 1
         lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))

@@ -91,6 +91,15 @@ def pytest_terminal_summary(terminalreporter):
             f"{still} still fail, {fixed} now pass")
 
 
+def pytest_report_teststatus(report, config):
+    # Under -v a passed property says what `check` says of it.
+    if report.when == "call" and report.passed:
+        summary = dict(report.user_properties).get("attncheck_summary")
+        if summary:
+            return "passed", ".", (f"PASSED ({summary})", {"green": True})
+    return None
+
+
 def pytest_sessionfinish(session):
     checkers = session.config.stash.get(_KEY, None)
     if checkers is not None:
@@ -149,6 +158,9 @@ class PropertyItem(pytest.Item):
             checkers.saved.append(o.saved)
         if o.status == "passed":
             self.user_properties.append(("max_budget_used", f"{o.max_budget_used:.3g}"))
+            # What `check` prints for it (cases, budget, real sizes, what was
+            # discarded): pytest -v shows it after PASSED.
+            self.user_properties.append(("attncheck_summary", o.message))
             return
         if o.status in ("skipped", "unsupported"):
             pytest.skip(f"{o.status}: {o.message}")
