@@ -136,4 +136,27 @@ def test_saved_failures_are_replayed_and_a_fixed_one_is_moved_aside(pytester):
 def test_verbose_says_what_check_says_of_a_pass(pytester):
     result = run(pytester, "-v", "-k", "good and RowSumsToOne")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*good::RowSumsToOne[[]f64[]] PASSED (* cases, max budget used *"])
+    result.stdout.fnmatch_lines(["*good::RowSumsToOne[[]f64[]] PASSED*",
+                                 "    * cases, max budget used *"])
+
+
+def test_the_printed_reproduce_and_rerun_lines_work_as_pasted(pytester):
+    # A user's walk: the planted bug fails under pytest; the reproduce and
+    # rerun lines it prints, pasted into a shell in the same folder (with
+    # `attncheck` on the PATH), fail the same way.
+    import os
+    import subprocess
+    from conftest import attncheck_command
+    result = run(pytester, "-k", "noscale and MatchesOracle")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    reproduce = next(l.strip()[len("reproduce: "):] for l in out.splitlines()
+                     if l.strip().startswith("reproduce: "))
+    rerun = next(l.split("(rerun: ", 1)[1].rstrip(")") for l in out.splitlines() if "(rerun: " in l)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(os.path.abspath(attncheck_command())) + os.pathsep + env["PATH"]
+    for line in (reproduce, rerun):
+        done = subprocess.run(["bash", "-c", line], cwd=pytester.path, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 1, line + "\n" + done.stdout + done.stderr
+        assert "FAILED MatchesOracle on noscale" in done.stdout, done.stdout

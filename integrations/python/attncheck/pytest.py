@@ -75,6 +75,7 @@ _KEY = pytest.StashKey[_Checkers]()
 
 def pytest_configure(config):
     config.stash[_KEY] = _Checkers(config)
+    _CONFIG.append(config)
     config.addinivalue_line("markers", "attncheck: a property check of an attention implementation")
 
 
@@ -91,13 +92,20 @@ def pytest_terminal_summary(terminalreporter):
             f"{still} still fail, {fixed} now pass")
 
 
-def pytest_report_teststatus(report, config):
-    # Under -v a passed property says what `check` says of it.
-    if report.when == "call" and report.passed:
-        summary = dict(report.user_properties).get("attncheck_summary")
-        if summary:
-            return "passed", ".", (f"PASSED ({summary})", {"green": True})
-    return None
+_CONFIG = []  # the session's config, for the report hook below
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    # Under -v a passed property says what `check` says of it, on the line
+    # below its PASSED.
+    if report.when != "call" or not report.passed or not _CONFIG:
+        return
+    config = _CONFIG[-1]
+    summary = dict(report.user_properties).get("attncheck_summary")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if summary and reporter is not None and config.option.verbose > 0:
+        reporter.write_line(f"    {summary}")
 
 
 def pytest_sessionfinish(session):
