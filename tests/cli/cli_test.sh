@@ -156,6 +156,13 @@ contains broken.json '"status": "failed"' "failed status in report"
 expect 1 "a shrunk counterexample is saved" -- check --impl broken_softmax_query_axis --property MatchesOracle --save-failures fails --report shrunk.json
 contains out.txt "fixture: fails/broken_softmax_query_axis-f64-MatchesOracle.json" "fixture path printed"
 contains shrunk.json '"tq": 1' "counterexample shape in the report"
+expect 0 "fewer cases than the profile's" -- check --impl loop_f64 --property RowSumsToOne \
+  --property MatchesOracle --cases 30 --no-real-sizes --save-failures fewer
+contains out.txt "^note: --cases 30 is below the ci profile's cases for 2 of the properties run (RowSumsToOne 100, MatchesOracle 100)" \
+  "a run below the profile's cases says so"
+expect 0 "the profile's cases" -- check --impl loop_f64 --property RowSumsToOne --cases 100 \
+  --no-real-sizes --save-failures fewer
+grep -q "^note: --cases" out.txt && { echo "FAIL: --cases at the profile's number is not below it"; failures=$((failures + 1)); }
 expect 0 "the saved fixture is readable by the oracle" -- oracle fails/broken_softmax_query_axis-f64-MatchesOracle.json
 
 expect 0 "seed from the environment" -- check --impl loop_f64 --property RowSumsToOne --cases 5
