@@ -74,7 +74,15 @@ Dims draw_dims(const GenSpec& spec, int64_t max_batch) {
       d.kv_heads = divisors[static_cast<size_t>(pick(static_cast<int64_t>(divisors.size())))];
     }
     d.tq = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tq) + 1);
-    d.tk = *inRange<int64_t>(1, limited(spec.max_t, lim.max_tk) + 1);
+    const int64_t tk_max = limited(spec.max_t, lim.max_tk);
+    d.tk = *inRange<int64_t>(1, tk_max + 1);
+    // A declared key block the small sizes never pass (GenSpec::key_block):
+    // one draw in eight crosses it, at any case size; the choice shrinks
+    // back to the small sizes.
+    if (const int64_t cross = limited(2 * spec.key_block + 1, lim.max_tk);
+        spec.key_block > 0 && cross > tk_max && cross > spec.key_block && pick(8) == 7) {
+      d.tk = spec.key_block + 1 + pick(cross - spec.key_block);
+    }
     const auto dks = allowed_dims(lim.dk_min, limited(spec.max_d, lim.dk_max), lim.dk_multiple);
     d.dk = dks[static_cast<size_t>(grow(static_cast<int64_t>(dks.size())))];
     d.dv = lim.dv_equals_dk ? d.dk : *inRange<int64_t>(1, spec.max_d + 1);
@@ -181,7 +189,8 @@ void draw_tensors(Problem& p, const GenSpec& spec, DTypeCombo formats, const Dim
   }
 }
 
-void count_dense(const Problem& p, const Structure& st, const Dims& n, Layout layout) {
+void count_dense(const Problem& p, const Structure& st, const Dims& n, Layout layout,
+                 int64_t key_block) {
   Coverage* c = counting();
   if (!c) return;
   ++c->problems;
@@ -198,6 +207,7 @@ void count_dense(const Problem& p, const Structure& st, const Dims& n, Layout la
   if (layout != Layout::contiguous) count("strided");
   if (n.kv_heads != n.heads) count("gqa");
   if (n.tq != n.tk) count("tq != tk");
+  if (key_block > 0 && n.tk > key_block) count("tk above key_block");
   if (n.tq == 1) count("tq = 1");
   if (n.batch != n.heads) count("batch != heads");
 }
@@ -225,7 +235,7 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
   draw_tensors(p, spec, formats, n, layout);
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
-  count_dense(p, st, n, layout);
+  count_dense(p, st, n, layout, spec.key_block);
   repair_empty_rows(p);
   return p;
 }

@@ -1,5 +1,7 @@
 #include "properties/gen/spec.h"
 
+#include <algorithm>
+
 namespace attncheck::gen {
 
 GenSpec spec_for(const ImplInfo& info, DType dtype) {
@@ -33,6 +35,8 @@ GenSpec spec_for(const ImplInfo& info, DType dtype) {
   for (const DTypeCombo& c : info.combos) {
     if (c.out == dtype) s.combos.push_back(c);
   }
+  s.key_block = pt.key_block;
+  for (const ImplPath& path : info.paths) s.key_block = std::max(s.key_block, path.precision.key_block);
   s.pv_range = max_finite(pt.pv_format());
   for (const ImplPath& path : info.paths)
     s.pv_range = std::min(s.pv_range, max_finite(path.precision.pv_format()));

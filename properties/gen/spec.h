@@ -21,6 +21,12 @@ struct GenSpec {
   int64_t max_t = 9;   ///< tq and tk range over [1, max_t]: past blocks of 4 and 8
   int64_t max_d = 5;   ///< dk and dv range over [1, max_d]
   int64_t max_bh = 4;  ///< batch and heads range over [1, max_bh] (4 heads: GQA groups of 2)
+  /// The largest key block the implementation declares (its precision's or
+  /// a path's key_block, SPEC 4.1); when 2 key_block + 1 is beyond max_t,
+  /// one small draw in eight takes tk in [key_block + 1, 2 key_block + 1]
+  /// (within the limits), so a blocked kernel's second block and a partial
+  /// one are met without the real-size phase. 0 = none.
+  int64_t key_block = 0;
   /// Sequences of a packed or paged batch range over [1, max_sequences]
   /// (batch entries of a dense problem over [1, max_bh]): past 4, where a
   /// kernel that stages cu_seqlens or block-table rows for 4 sequences

@@ -61,6 +61,35 @@ TEST(Generator, EveryRegimeAndConstraintKindOccursInAtLeastFivePercent) {
   }
 }
 
+// A declared key block beyond the small sizes (online_f32's 64) is crossed
+// in the small draws, without the real-size phase: one draw in eight takes
+// tk in [65, 129]. Of 3000 draws the count is Binomial(3000, 1/8), mean
+// 375 and sd 18.1; 260 is 6.3 sd below the mean, a false alarm under 1e-9
+// (the draws are seeded besides). An implementation without key blocks
+// never gets the long rows.
+TEST(Generator, SmallDrawsCrossADeclaredKeyBlock) {
+  const gen::GenSpec spec = gen::spec_for(find_impl("online_f32")->info(), DType::f32);
+  ASSERT_EQ(spec.key_block, 64);
+  gen::Coverage coverage;
+  int64_t longest = 0;
+  {
+    gen::CoverageScope scope(coverage);
+    sample(spec, false, [&](const Problem& p) { longest = std::max(longest, p.tk); });
+  }
+  const int64_t crossed = coverage.counts["tk above key_block"];
+  std::cout << "tk above key_block 64: " << crossed << " of " << coverage.problems
+            << " problems; longest tk " << longest << "\n";
+  EXPECT_GE(crossed, 260);
+  EXPECT_LE(longest, 2 * 64 + 1);
+  EXPECT_GT(longest, 100);
+  gen::Coverage plain;
+  {
+    gen::CoverageScope scope(plain);
+    sample(full_spec(), false, [](const Problem& p) { EXPECT_LE(p.tk, 9); });
+  }
+  EXPECT_EQ(plain.counts.count("tk above key_block"), 0u);
+}
+
 // Scores sigma q.k of slice (b, h), row i, keys [0, tk).
 std::vector<double> row_scores(const Problem& p, int64_t b, int64_t h, int64_t i) {
   std::vector<double> s(static_cast<size_t>(p.tk));
