@@ -249,7 +249,17 @@ SessionResult run_session(const SessionConfig& config, const std::vector<Reporte
     for (size_t i = 0; i < items.size(); ++i)
       if (const auto* iso = isolated_of(i)) hangs_at_start.emplace(iso, iso->hangs_in_run());
     ParallelCallbacks cb;
+    // The implementation whose worker a process kept from its last item:
+    // a process starting an item of another one stops its idle workers
+    // first, so N processes hold about N workers, not N times the LRU's 32
+    // (a thorough run of the LibTorch and ggml adapters, a worker of about
+    // 1 GB each, was killed for memory otherwise).
+    const Implementation* last_impl = nullptr;
     cb.run_item = [&](size_t i, int hangs_before) {
+      if (items[i].impl.get() != last_impl) {
+        stop_idle_workers();
+        last_impl = items[i].impl.get();
+      }
       const auto* isolated = isolated_of(i);
       int before = 0;
       if (isolated) {

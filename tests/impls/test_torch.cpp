@@ -10,8 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/nn/functional/activation.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -395,19 +401,52 @@ TEST(TorchBf16, BfloatAccumulationIsNeededForTheScoresTorchComputes) {
   EXPECT_EQ(caught.status, PropertyStatus::failed) << caught.message;
 }
 
-// A finding, on CPUs without AVX512BW, VL and DQ (fixtures/expected-
-// failures.json lists it with "unless_cpu_has"; docs/implementations.md):
-// LibTorch 1.13 hands a bf16 product to oneDNN (float accumulation) only
-// when mkldnn_bf16_device_check() holds; elsewhere its fallback GEMM adds
-// each product into the bf16 result, and a long row stagnates once the
-// sum's half-ulp passes the terms. The shrunk counterexample: q = 0 (506
-// equal weights), v near 1; exact 0.944, torch 0.613, the plain algorithm
-// in the declared formats 0.945. Recomputed here with at::matmul alone,
-// and replayed through the adapter: a failure exactly where the CPU
-// lacks the features, a pass where it has them.
+// The shrunk counterexample: q = 0 (506 equal weights), v near 1; exact
+// 0.944, torch 0.613, the plain algorithm in the declared formats 0.945.
+// Recomputed here with at::matmul alone, and replayed through the adapter.
 // LibTorch-2 (docs/implementations.md): a bf16 product goes to oneDNN
 // (float accumulation) only with AVX512BW/VL/DQ and batch x m x n x k over
 // 16^3; the fixture's (2 x 1 x 1 x 506) takes the fallback GEMM on every CPU.
+// Whether this CPU has AMX with bf16 (the Linux flag amx_bf16).
+bool cpu_has_amx_bf16() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return (line + " ").find(" amx_bf16 ") != std::string::npos;
+  return false;
+}
+
+// at::bmm of bf16 ones, [1 x m x k] by [1 x k x n], in a forked child: the
+// signal that ended it, 0 when it returned.
+int bf16_bmm_in_child(int64_t m, int64_t k, int64_t n) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    at::set_num_threads(1);
+    const at::Tensor a = at::ones({1, m, k}, at::kBFloat16), b = at::ones({1, k, n}, at::kBFloat16);
+    const double sum = at::bmm(a, b).to(at::kDouble).sum().item<double>();
+    _exit(sum == static_cast<double>(m * n * k) ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : (WEXITSTATUS(status) == 0 ? 0 : -1);
+}
+
+// LibTorch-3 (docs/implementations.md): on a CPU with AMX, LibTorch 1.13's
+// oneDNN 2.6.3 runs a bf16 product of one row, 63 keys and 80 columns
+// (brg:avx512_core_amx_bf16) into SIGILL, where 64 keys, 79 or 81 columns,
+// or AMX turned off (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16) compute it.
+// Found by the thorough profile's BatchHeadIndependence on torch_sdpa_bf16
+// (fixtures/torch/amx-bf16-bmm-sigill.json: tq 1, tk 63, dv 80); without
+// AMX every one of these products returns.
+TEST(LibTorch113, Bf16ProductOf63KeysAnd80ColumnsDiesOnAmx) {
+  EXPECT_EQ(bf16_bmm_in_child(1, 64, 80), 0);
+  EXPECT_EQ(bf16_bmm_in_child(1, 63, 79), 0);
+  EXPECT_EQ(bf16_bmm_in_child(1, 63, 80), cpu_has_amx_bf16() ? SIGILL : 0)
+      << (cpu_has_amx_bf16() ? "AMX: the finding is gone (update docs/implementations.md)"
+                             : "no AMX here, and still a crash");
+}
+
 TEST(LibTorch113, SmallBf16ProductsAccumulateInBf16AndStagnate) {
   const Fixture f = load_fixture(std::string(ATTNCHECK_SOURCE_DIR) +
                                  "/fixtures/torch/bf16-matmul-fallback-accumulator.json");
