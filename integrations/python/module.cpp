@@ -285,6 +285,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("default_timeout_ms") = kDefaultCallTimeoutMs;
   m.attr("expected_failures_path") = kExpectedFailuresPath;
 
+  m.def("fixture_files", &fixture_files, py::arg("paths"));
   m.def("worker_main", [](const std::vector<std::string>& args) {
     std::vector<std::string> all = {"python"};
     all.insert(all.end(), args.begin(), args.end());

@@ -56,6 +56,11 @@ def test_broken_fails_with_shrunk_counterexample_diagnosis_and_fixture(tmp_path)
     # The fixture replays to the same failure, from Python and from the command.
     assert attncheck.replay(o.fixture, impls.np_forgets_scale).status == "failed"
     assert attncheck.replay(o.fixture, impls.np_ref_f64).status == "passed"
+    # A folder replays every fixture in it.
+    (tmp_path / "db").mkdir()
+    shutil.copy(o.fixture, tmp_path / "db")
+    folder = attncheck.replay(tmp_path / "db", impls.np_forgets_scale)
+    assert [x.status for x in folder] == ["failed"]
     run = subprocess.run([attncheck_command(), "replay", o.fixture, "--python",
                           f"{IMPLS}:np_forgets_scale"], capture_output=True, text=True)
     assert run.returncode == 1, run.stdout + run.stderr

@@ -243,10 +243,14 @@ def check(impl, properties=None, dtypes=None, profile="ci", seed=None, cases=Non
 
 def replay(fixture, impl, strict=None, profile=None, cases=None, timeout_ms=None):
     """Judges a saved fixture's case again on `impl` (in a worker), with the
-    options the fixture recorded unless given; returns its Outcome."""
+    options the fixture recorded unless given; returns its Outcome. A
+    folder (as `attncheck replay FOLDER`) replays its *.json fixtures, by
+    name, and returns their Outcomes in a list."""
     timeout_ms = _core.default_timeout_ms if timeout_ms is None else timeout_ms
     checker = _checker(impl, timeout_ms)
-    return Outcome(checker.replay(str(fixture), strict, profile, cases or 0))
+    files = _core.fixture_files([str(fixture)])
+    outcomes = [Outcome(checker.replay(f, strict, profile, cases or 0)) for f in files]
+    return outcomes if os.path.isdir(str(fixture)) else outcomes[0]
 
 
 def oracle(problem):
