@@ -101,6 +101,7 @@ struct CheckOptions {
   bool strict = false, no_isolation = false, no_real_sizes = false;
   bool save_failures_given = false;  ///< --save-failures named on the command line
   bool prune_fixed = false;          ///< --prune-fixed
+  bool statistics = false;           ///< --statistics
   int64_t timeout_ms = kDefaultCallTimeoutMs;
   int64_t memory_limit_mb = kMemoryLimitHalfOfMachine;
   double baseline_factor = kDefaultBaselineFactor;
@@ -384,6 +385,7 @@ int check_command(const CheckOptions& opt) {
     if (!(combo.q == combo.out && combo.kv == combo.out)) config.run.combo = combo;
   }
   TextReporter text(std::cout);
+  text.show_statistics(opt.statistics);
   std::vector<Reporter*> reporters{&text};
   // Checked writable here, before any work.
   // A directory the user names is checked now; the default one only when
@@ -543,6 +545,8 @@ void add_check(CLI::App& app, CommandLine& cl) {
       check->add_option("--save-failures", cl.opt.save_failures,
                         "directory for failure fixtures (replayed by the next run)")
           ->check(kNonEmpty);
+  check->add_flag("--statistics", cl.opt.statistics,
+                  "print what each property's problems reached of its coverage targets");
   check->add_flag("--prune-fixed", cl.opt.prune_fixed,
                   "remove saved failures that now pass (default: moved to DIR/fixed/)");
 }

@@ -24,6 +24,7 @@
 #include "properties/seeds.h"
 #include "run/config.h"
 #include "run/driver.h"
+#include "properties/gen/coverage.h"
 #include "run/failure_report.h"
 #include "run/judge_once.h"
 #include "run/real_sizes.h"
@@ -224,7 +225,19 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     return rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params,
                                      listener, reproduce_map);
   };
+  // The draws counted (properties/gen/coverage.h) for the coverage
+  // targets, unless a caller counts them already (a generator test).
+  gen::Coverage coverage;
+  std::optional<gen::CoverageScope> counting;
+  if (!gen::detail::counting()) counting.emplace(coverage);
   const auto result = search();
+  counting.reset();
+  for (const auto& [key, drawn] : coverage.counts) {
+    if (!key.starts_with("target ")) continue;
+    const std::string what = key.substr(7);
+    const auto reached = coverage.counts.find("reached " + what);
+    out.coverage.push_back({what, reached == coverage.counts.end() ? 0 : reached->second, drawn});
+  }
   // SIGINT / SIGTERM mid-property: from then on every isolated call throws
   // Cancelled, which RapidCheck takes for a failing case and shrinks to a
   // 1 x 1 problem. That is no verdict (the session reports the property

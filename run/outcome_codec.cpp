@@ -12,7 +12,7 @@ using host_detail::Writer;
 
 // Adding a member to PropertyOutcome changes its size: the codec below
 // must learn it (and the round-trip test must set it) before this builds.
-static_assert(sizeof(PropertyOutcome) == 584 || sizeof(void*) != 8,
+static_assert(sizeof(PropertyOutcome) == 608 || sizeof(void*) != 8,
               "PropertyOutcome changed: add the new member to encode_outcome and "
               "decode_outcome, and to the round-trip test, then update this size");
 
@@ -67,6 +67,12 @@ std::string encode_outcome(const PropertyOutcome& o) {
     w.put(f.result);
     w.put_str(f.note);
   });
+  w.put<uint64_t>(o.coverage.size());
+  for (const CoverageTarget& t : o.coverage) {
+    w.put_str(t.what);
+    w.put(t.reached);
+    w.put(t.drawn);
+  }
   return w.bytes();
 }
 
@@ -107,6 +113,15 @@ PropertyOutcome decode_outcome(const std::string& bytes) {
     if (f.result > SavedFailure::Result::unreadable) throw std::runtime_error("outcome: a saved failure's result");
     f.note = r.get_str();
     o.saved = std::move(f);
+  }
+  const auto targets = r.get<uint64_t>();
+  if (targets > 64) throw std::runtime_error("outcome: too many coverage targets");
+  for (uint64_t i = 0; i < targets; ++i) {
+    CoverageTarget t;
+    t.what = r.get_str();
+    t.reached = r.get<int64_t>();
+    t.drawn = r.get<int64_t>();
+    o.coverage.push_back(std::move(t));
   }
   r.expect_end();
   return o;

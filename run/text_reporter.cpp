@@ -21,6 +21,24 @@ void TextReporter::on_outcome(const PropertyOutcome& o) {
   out_ << fmt::format("{:<11} {:<24} {:<4} {:<28} {}\n", status_name(o.status), o.impl,
                       dtype_name(o.dtype), o.property, long_message ? "" : o.message);
   if (long_message) out_ << o.message << "\n";
+  // Coverage (PropertyOutcome::coverage): a target a pass never reached
+  // is said, since a bug that needs it went unseen.
+  if (o.status == PropertyStatus::passed) {
+    for (const CoverageTarget& t : o.coverage) {
+      if (t.reached == 0 && t.drawn > 0) {
+        out_ << fmt::format(
+            "note: {} on {} ({}): none of the {} problems drawn had {}; a bug that needs it "
+            "went unseen (more --cases, or the real-size phase)\n",
+            o.property, o.impl, dtype_name(o.dtype), t.drawn, t.what);
+      }
+    }
+  }
+  if (statistics_ && !o.coverage.empty()) {
+    std::string s;
+    for (const CoverageTarget& t : o.coverage)
+      s += fmt::format("{}{}: {} of {}", s.empty() ? "" : "; ", t.what, t.reached, t.drawn);
+    out_ << "  statistics: " << s << "\n";
+  }
   out_.flush();
 }
 

@@ -80,6 +80,16 @@ struct SavedFailure {
   bool operator==(const SavedFailure&) const = default;
 };
 
+/// What a property's cases had to reach (where the implementation declares
+/// it: a row past its key block, a GQA group above 1, causal in each
+/// alignment) and how many of the problems drawn did.
+struct CoverageTarget {
+  std::string what;
+  int64_t reached = 0;
+  int64_t drawn = 0;  ///< problems drawn that could have reached it
+  bool operator==(const CoverageTarget&) const = default;
+};
+
 struct PropertyOutcome {
   std::string property;
   std::string impl;
@@ -114,6 +124,9 @@ struct PropertyOutcome {
   /// The saved fixture of this item replayed before the search; nullopt =
   /// none was saved (or the run saves none).
   std::optional<SavedFailure> saved;
+  /// The coverage targets of the search's draws (check --statistics shows
+  /// them; one never reached is a `note:`); empty where none applies.
+  std::vector<CoverageTarget> coverage;
 };
 
 }  // namespace attncheck

@@ -39,12 +39,15 @@ class Reporter {
 class TextReporter : public Reporter {
  public:
   explicit TextReporter(std::ostream& out = std::cout) : out_(out) {}
+  /// check --statistics: each outcome's coverage targets, reached of drawn.
+  void show_statistics(bool on) { statistics_ = on; }
   void on_start(uint64_t seed, Profile profile, const Shard& shard) override;
   void on_outcome(const PropertyOutcome& outcome) override;
   void on_finish(const SessionResult& result) override;
 
  private:
   std::ostream& out_;
+  bool statistics_ = false;
 };
 
 /// The --report JSON (report_json of formats/report.h), written to

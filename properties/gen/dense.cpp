@@ -189,11 +189,32 @@ void draw_tensors(Problem& p, const GenSpec& spec, DTypeCombo formats, const Dim
   }
 }
 
+// A coverage target (coverage.h, "target NAME" / "reached NAME"): counted
+// for a problem whose spec could reach it, reached when it did.
+void target(const char* name, bool applies, bool reached) {
+  if (!applies) return;
+  count(std::string("target ") + name);
+  if (reached) count(std::string("reached ") + name);
+}
+
 void count_dense(const Problem& p, const Structure& st, const Dims& n, Layout layout,
-                 int64_t key_block) {
+                 const GenSpec& spec) {
   Coverage* c = counting();
   if (!c) return;
   ++c->problems;
+  const int64_t key_block = spec.key_block;
+  // What a property's cases must reach, where the implementation declares
+  // it (SPEC 3): a row past the key block (GenSpec::key_block), a GQA
+  // group of more than one query head, causal in each declared alignment.
+  const bool crosses = key_block > 0 && limited(2 * key_block + 1, spec.limits.max_tk) > key_block;
+  target("a tk above the key block", crosses, n.tk > key_block);
+  target("a GQA group above 1", has(spec.features, ATTNCHECK_FEATURE_GQA) && spec.max_bh >= 2,
+         n.kv_heads != n.heads);
+  const bool both = has(spec.features, ATTNCHECK_FEATURE_CAUSAL) &&
+                    has(spec.features, ATTNCHECK_FEATURE_ALIGN_TOP_LEFT) &&
+                    has(spec.features, ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT);
+  target("causal top-left", both, st.causal && st.align == Align::top_left);
+  target("causal bottom-right", both, st.causal && st.align == Align::bottom_right);
   if (!st.causal && !st.window && p.key_valid.empty() && !p.mask) count("constraints none");
   if (!p.key_valid.empty()) count("constraints key_padding");
   if (p.mask) count("constraints mask");
@@ -235,7 +256,7 @@ Problem draw_dense(const GenSpec& spec, DTypeCombo formats, int64_t max_batch) {
   draw_tensors(p, spec, formats, n, layout);
   if (formats.q != spec.dtype) p.q_dtype = formats.q;
   if (formats.kv != spec.dtype) p.kv_dtype = formats.kv;
-  count_dense(p, st, n, layout, spec.key_block);
+  count_dense(p, st, n, layout, spec);
   repair_empty_rows(p);
   return p;
 }

@@ -160,6 +160,15 @@ expect 0 "fewer cases than the profile's" -- check --impl loop_f64 --property Ro
   --property MatchesOracle --cases 30 --no-real-sizes --save-failures fewer
 contains out.txt "^note: --cases 30 is below the ci profile's cases for 2 of the properties run (RowSumsToOne 100, MatchesOracle 100)" \
   "a run below the profile's cases says so"
+# Coverage that speaks: what a property's problems reached of its targets.
+expect 0 "--statistics" -- check --impl online_f32 --property MatchesOracle --no-real-sizes \
+  --statistics --save-failures fewer
+contains out.txt "^  statistics: a GQA group above 1: [0-9]* of 100; a tk above the key block: [1-9][0-9]* of 100; causal bottom-right: [1-9][0-9]* of 100; causal top-left: [1-9][0-9]* of 100$" \
+  "--statistics counts each coverage target (a key block of 64 crossed without real sizes)"
+expect 0 "a target never reached" -- check --impl online_f32 --property MatchesOracle --no-real-sizes \
+  --cases 5 --save-failures fewer
+contains out.txt "^note: MatchesOracle on online_f32 (f32): none of the 5 problems drawn had a tk above the key block" \
+  "a pass that never reached a target says so"
 expect 0 "the profile's cases" -- check --impl loop_f64 --property RowSumsToOne --cases 100 \
   --no-real-sizes --save-failures fewer
 grep -q "^note: --cases" out.txt && { echo "FAIL: --cases at the profile's number is not below it"; failures=$((failures + 1)); }

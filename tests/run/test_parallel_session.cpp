@@ -46,6 +46,7 @@ TEST(OutcomeCodec, EveryFieldComesBackAsItWas) {
   o.expected = KnownFinding{"empty_row_nan", "F3", "NaN rows", "ggml/x.json"};
   o.also_explained = {"F1"};
   o.saved = SavedFailure{"d/x.json", SavedFailure::Result::now_passes, "d/fixed/x.json"};
+  o.coverage = {{"a GQA group above 1", 3, 100}, {"causal top-left", 0, 40}};
   const PropertyOutcome back = decode_outcome(encode_outcome(o));
   EXPECT_EQ(encode_outcome(back), encode_outcome(o));
   EXPECT_EQ(back.message, o.message);
@@ -56,6 +57,7 @@ TEST(OutcomeCodec, EveryFieldComesBackAsItWas) {
   EXPECT_EQ(back.counterexample->dv, 6);
   EXPECT_EQ(back.also_explained, o.also_explained);
   EXPECT_EQ(back.saved, o.saved);
+  EXPECT_EQ(back.coverage, o.coverage);
   EXPECT_THROW(decode_outcome(encode_outcome(o).substr(0, 40)), std::runtime_error);
 }
 
