@@ -190,6 +190,32 @@ void settle_explained(const PropertyDef& prop, const Implementation& impl, DType
   out.expected = config.known_findings[ctx.explained_finding];
 }
 
+// The coverage targets a search's draws counted ("target WHAT" and
+// "reached WHAT", properties/gen/dense.cpp), in name order.
+std::vector<CoverageTarget> coverage_targets(const gen::Coverage& coverage) {
+  std::vector<CoverageTarget> targets;
+  for (const auto& [key, drawn] : coverage.counts) {
+    if (!key.starts_with("target ")) continue;
+    const std::string what = key.substr(7);
+    const auto reached = coverage.counts.find("reached " + what);
+    targets.push_back({what, reached == coverage.counts.end() ? 0 : reached->second, drawn});
+  }
+  return targets;
+}
+
+// search() with its draws counted for the coverage targets, unless a
+// caller counts them already (a generator test).
+template <typename Search>
+auto counted(const Search& search, std::vector<CoverageTarget>& targets) {
+  gen::Coverage coverage;
+  std::optional<gen::CoverageScope> scope;
+  if (!gen::detail::counting()) scope.emplace(coverage);
+  auto result = search();
+  scope.reset();
+  targets = coverage_targets(coverage);
+  return result;
+}
+
 PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, DType dtype,
                           const RunConfig& config) {
   const DrawFn& draw = prop.draw;
@@ -225,19 +251,7 @@ PropertyOutcome run_cases(const PropertyDef& prop, const Implementation& impl, D
     return rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params,
                                      listener, reproduce_map);
   };
-  // The draws counted (properties/gen/coverage.h) for the coverage
-  // targets, unless a caller counts them already (a generator test).
-  gen::Coverage coverage;
-  std::optional<gen::CoverageScope> counting;
-  if (!gen::detail::counting()) counting.emplace(coverage);
-  const auto result = search();
-  counting.reset();
-  for (const auto& [key, drawn] : coverage.counts) {
-    if (!key.starts_with("target ")) continue;
-    const std::string what = key.substr(7);
-    const auto reached = coverage.counts.find("reached " + what);
-    out.coverage.push_back({what, reached == coverage.counts.end() ? 0 : reached->second, drawn});
-  }
+  const auto result = counted(search, out.coverage);
   // SIGINT / SIGTERM mid-property: from then on every isolated call throws
   // Cancelled, which RapidCheck takes for a failing case and shrinks to a
   // 1 x 1 problem. That is no verdict (the session reports the property
