@@ -27,6 +27,32 @@ std::string matrix(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t 
   return s + "]";
 }
 
+// A matrix with each run of equal consecutive rows as "[row] x N": a long
+// row of keys that shrank to q = 0 and small integers reads in a line.
+std::string run_length_matrix(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
+  std::string s = "[";
+  std::vector<double> last;
+  int64_t run = 0;
+  const auto flush = [&] {
+    if (run == 0) return;
+    s += fmt::format("{}[{}]{}", s.size() > 1 ? ", " : "", fmt::join(last, ", "),
+                     run > 1 ? fmt::format(" x {}", run) : "");
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    std::vector<double> row;
+    for (int64_t d = 0; d < cols; ++d) row.push_back(t.at(b, h, i, d));
+    if (run > 0 && row == last) {
+      ++run;
+      continue;
+    }
+    flush();
+    last = std::move(row);
+    run = 1;
+  }
+  flush();
+  return s + "]";
+}
+
 template <typename T>
 std::string score_matrix(const Broadcast<T>& m, int64_t b, int64_t h, int64_t tq, int64_t tk) {
   std::string s = "[";
@@ -162,7 +188,25 @@ std::string describe_problem(const Problem& p) {
   }
   const bool small = p.batch * p.heads <= 4 && p.tq <= 8 && p.tk <= 8 && p.dk <= 8 && p.dv <= 8;
   if (!small) {
-    os << "    (values omitted: the problem is large; see the fixture)\n";
+    // Up to a few hundred values, or rows that repeat (run-length form):
+    // shown, K and V row by row; past that, the fixture holds them.
+    const int64_t values = p.batch * (p.heads * p.tq * p.dk + p.kv_heads * p.tk * (p.dk + p.dv));
+    std::string text;
+    for (int64_t b = 0; b < p.batch && p.batch * p.heads <= 4; ++b)
+      for (int64_t h = 0; h < p.heads; ++h) {
+        const int64_t g = p.kv_head(h);
+        text += fmt::format("    [b={}, h={}] Q = {}\n", b, h, run_length_matrix(p.q, b, h, p.tq, p.dk));
+        if (h % (p.heads / p.kv_heads) == 0) {
+          text += fmt::format("    [b={}, kv_h={}] K = {}\n", b, g, run_length_matrix(p.k, b, g, p.tk, p.dk));
+          text += fmt::format("    [b={}, kv_h={}] V = {}\n", b, g, run_length_matrix(p.v, b, g, p.tk, p.dv));
+        }
+      }
+    if (text.empty() || (values > 400 && text.size() > 4000)) {
+      os << "    (values omitted: the problem is large; see the fixture)\n";
+    } else {
+      os << text;
+      if (p.mask || p.bias) os << "    (mask and bias: see the fixture)\n";
+    }
     return os.str();
   }
   for (int64_t b = 0; b < p.batch; ++b)

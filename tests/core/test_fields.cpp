@@ -31,6 +31,7 @@
 #include "formats/pretty_json.h"
 #include "formats/report.h"
 #include "core/fields.h"
+#include "properties/case_context.h"
 #include "host/abi_marshal.h"
 #include "host/wire.h"
 
@@ -488,6 +489,24 @@ TEST(Fields, DescribeTextShowsEveryImplInfoField) {
   info_walk(info, [&](const Field& f, const auto&) { shows(f, ""); });
   precision_walk(info.precision, [&](const Field& f, const auto&) { shows(f, "precision."); });
   limits_walk(info.limits, [&](const Field& f, const auto&) { shows(f, "limits."); });
+}
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// A long row the shrinker left at q = 0 and small integers reads in a line:
+// rows that repeat are shown once with their count (run-length form), and
+// a problem of a few hundred values is shown whole, not "see the fixture".
+TEST(FailureReport, ShowsALongRowOfRepeatedKeysInRunLengthForm) {
+  Problem p = Problem::zeros(DType::f64, 1, 1, 1, 1, 72, 1, 1);
+  p.k.at(0, 0, 71, 0) = 5.0;
+  const std::string text = describe_problem(p);
+  EXPECT_NE(text.find("K = [[0] x 71, [5]]"), std::string::npos) << text;
+  EXPECT_NE(text.find("V = [[0] x 72]"), std::string::npos) << text;
+  EXPECT_EQ(text.find("values omitted"), std::string::npos) << text;
 }
 
 }  // namespace
