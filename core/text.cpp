@@ -1,5 +1,8 @@
 #include "core/text.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace attncheck {
@@ -91,6 +94,17 @@ std::string utf8_escaped(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string shell_word(std::string_view s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) != 0 ||
+           std::string_view("_./:=+-,@%").find(static_cast<char>(c)) != std::string_view::npos;
+  });
+  if (plain) return std::string(s);
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 }  // namespace attncheck

@@ -34,4 +34,9 @@ std::string printable(std::string_view s, size_t cap = kForeignTextChars);
 /// complete (a plugin's path in a report), where printable() would cut it.
 std::string utf8_escaped(std::string_view s);
 
+/// `s` as one word of a shell command line (a printed reproduce or rerun
+/// line): as it is when it holds only letters, digits and _./:=+-,@%,
+/// else in single quotes, each ' as '\''.
+std::string shell_word(std::string_view s);
+
 }  // namespace attncheck

@@ -2,13 +2,17 @@
 
 #include "run/failure_report.h"
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "judge/diagnosis.h"
 #include "attncheck/fixture.h"
 #include "attncheck/registry.h"
+#include "core/text.h"
 
 namespace attncheck {
 namespace {
@@ -149,8 +153,8 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
   const ImplInfo& info = impl.info();
   const std::string plugin =
       info.origin.empty()          ? ""
-      : info.origin.ends_with(".py") ? fmt::format(" --python {}:{}", info.origin, info.name)
-                                     : fmt::format(" --plugin {}", info.origin);
+      : info.origin.ends_with(".py") ? fmt::format(" --python {}", shell_word(info.origin + ":" + info.name))
+                                     : fmt::format(" --plugin {}", shell_word(info.origin));
   // A mixed combination is spelled as --dtype took it (SPEC 5.2).
   const std::string dtype_arg = config.combo ? combo_name(*config.combo) : std::string(dtype_name(dtype));
   if (!config.test_program.empty()) {
@@ -167,7 +171,7 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
     }
     if (out.fixture) {
       report << fmt::format("  fixture: {}  (rerun: ATTNCHECK_REPLAY={} {})\n", *out.fixture,
-                            *out.fixture, config.test_program);
+                            shell_word(*out.fixture), config.test_program);
     }
     out.message = report.str();
     return;
@@ -187,8 +191,8 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
         judgement_options(config));
   }
   if (out.fixture) {
-    report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay " << *out.fixture
-           << plugin << ")\n";
+    report << "  fixture: " << *out.fixture << "  (rerun: attncheck replay "
+           << shell_word(*out.fixture) << plugin << ")\n";
   }
   out.message = report.str();
 }

@@ -12,6 +12,7 @@
 #include "attncheck/run.h"
 #include "attncheck/registry.h"
 #include "attncheck/session.h"
+#include "core/text.h"
 #include "run/config.h"
 #include "run/saved_failures.h"
 
@@ -212,7 +213,7 @@ void add_gtest_suite(std::shared_ptr<const Implementation> impl, const GTestSuit
   for (const WorkItem& item : work_list(session)) {
     const std::string name = fmt::format("{}_{}", item.property->name, dtype_name(item.dtype));
     RunConfig config = session.run;
-    config.test_program = fmt::format("{} --gtest_filter={}.{}", program, suite, name);
+    config.test_program = fmt::format("{} --gtest_filter={}.{}", shell_word(program), suite, name);
     testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                           [item, config, expected]() -> testing::Test* {
                             return new PropertyTest(item.impl, item.property, item.dtype, config,

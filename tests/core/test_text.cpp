@@ -42,3 +42,18 @@ TEST(Text, C1AndBidiControlsAreEscaped) {
 
 }  // namespace
 }  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+TEST(ShellWord, QuotesOnlyWhatAShellWouldSplitOrExpand) {
+  EXPECT_EQ(shell_word("attncheck-failures/x-f64-MatchesOracle.json"),
+            "attncheck-failures/x-f64-MatchesOracle.json");
+  EXPECT_EQ(shell_word("/tmp/run dir/x.json"), "'/tmp/run dir/x.json'");
+  EXPECT_EQ(shell_word("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_word("$HOME"), "'$HOME'");
+  EXPECT_EQ(shell_word(""), "''");
+}
+
+}  // namespace
+}  // namespace attncheck

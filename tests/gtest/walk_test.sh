@@ -11,8 +11,9 @@
 prog=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/run" "$work/elsewhere"
-cd "$work/run"
+# The program's folder holds a space: the printed lines quote what needs it.
+mkdir -p "$work/run dir" "$work/elsewhere"
+cd "$work/run dir"
 filter='--gtest_filter=*.MatchesOracle_f64:*.RowSumsToOne_f64'
 
 "$prog" "$filter" --gtest_output=xml:"$work/out.xml" >"$work/first" 2>&1
@@ -23,11 +24,11 @@ has "$work/first" "attncheck: passed MatchesOracle on loop_f64 (f64): 20 cases" 
 has "$work/out.xml" 'name="cases" value="20"' "the XML records a pass's cases"
 reproduce=$(sed -n 's/^ *reproduce: //p' "$work/first" | head -1)
 rerun=$(sed -n 's/^.*(rerun: \(.*\))$/\1/p' "$work/first" | head -1)
-fixture=$(sed -n 's/^ *fixture: \([^ ]*\) .*/\1/p' "$work/first" | head -1)
+fixture=$(sed -n 's/^ *fixture: \(.*\)  (rerun: .*/\1/p' "$work/first" | head -1)
 [[ "$reproduce" == *"ATTNCHECK_SEED="*" $prog --gtest_filter=attncheck_broken_unscaled.MatchesOracle_f64" ]] ||
   fail "the reproduce line runs the test program's test: '$reproduce'"
 [[ "$fixture" == /* && -f "$fixture" ]] || fail "the fixture's printed path is absolute and there: '$fixture'"
-[[ "$rerun" == "ATTNCHECK_REPLAY=$fixture $prog --gtest_filter=attncheck_broken_unscaled.MatchesOracle_f64" ]] ||
+[[ "$rerun" == "ATTNCHECK_REPLAY='$fixture' $prog --gtest_filter=attncheck_broken_unscaled.MatchesOracle_f64" ]] ||
   fail "the rerun line: '$rerun'"
 
 # Both lines as pasted, from another folder: each reproduces the failure.
@@ -45,7 +46,7 @@ has "$work/rerun" "still fails" "the replay says the saved failure still fails"
 ATTNCHECK_REPLAY=$(dirname "$fixture") "$prog" "$filter" >"$work/folder" 2>&1
 has "$work/folder" "replayed 1 fixture(s): 1 still fail" "ATTNCHECK_REPLAY takes a folder"
 has "$work/folder" "no fixture of loop_f64 MatchesOracle (f64)" "a test without a fixture is skipped, saying so"
-cd "$work/run"
+cd "$work/run dir"
 
 # Run-time variables over what the program was built with.
 ATTNCHECK_TEST_CASES=7 "$prog" --gtest_filter=attncheck_loop_f64.RowSumsToOne_f64 >"$work/cases" 2>&1 ||
