@@ -221,7 +221,7 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
     items_of[key[i]].push_back(i);
   }
   std::vector<int> item_hangs(count, 0), base(count, 0);
-  std::vector<bool> has_hangs(count, false);
+  std::vector<bool> has_hangs(count, false), killed_once(count, false);
   const auto earlier_hangs = [&](size_t i, bool finished_only) {
     int n = 0;
     for (size_t j : items_of[key[i]]) {
@@ -303,6 +303,13 @@ void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
         const std::optional<std::string> reply = read_frame(c.fd);
         if (!reply) {
           const std::string how = children.end(c, false);
+          // Killed from outside (SIGKILL: the OOM killer, an operator) is
+          // no verdict of the item's: it runs once more in a new process.
+          if (!interrupted && !killed_once[i] && how.find("(SIGKILL)") != std::string::npos) {
+            killed_once[i] = true;
+            queue.redo.push_back(i);
+            continue;
+          }
           finished[i] = interrupted ? cb.not_started(i) : cb.outcome_of_death(i, how);
           item_hangs[i] = 0;
           has_hangs[i] = true;

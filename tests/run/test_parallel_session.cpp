@@ -115,6 +115,46 @@ class Dies : public Implementation {
   ImplInfo info_;
 };
 
+// Killed from outside once (as the OOM killer kills): the first call of
+// the run SIGKILLs its own process, leaving a marker file; every later call
+// computes as loop_f64 does.
+class KilledOnce : public Implementation {
+ public:
+  explicit KilledOnce(std::string marker)
+      : info_(find_impl("loop_f64")->info()), marker_(std::move(marker)) {
+    info_.name = "killed_once_f64";
+  }
+  const ImplInfo& info() const override { return info_; }
+  ForwardResult forward(const Problem& p) const override {
+    if (!std::filesystem::exists(marker_)) {
+      std::ofstream(marker_) << "killed\n";
+      ::raise(SIGKILL);
+    }
+    return find_impl("loop_f64")->forward(p);
+  }
+
+ private:
+  ImplInfo info_;
+  std::string marker_;
+};
+
+TEST(ParallelSession, AnItemWhoseProcessIsKilledFromOutsideRunsOnceMore) {
+  const std::string marker = ::testing::TempDir() + "attncheck-killed-" + std::to_string(::getpid());
+  std::filesystem::remove(marker);
+  SessionConfig c;
+  c.impls = {find_impl("loop_f64"), std::make_shared<KilledOnce>(marker)};
+  c.properties = {find_property("RowSumsToOne")};
+  c.run.seed = kDefaultSeed;
+  c.run.cases = 5;
+  c.run.real_sizes = false;
+  c.jobs = 2;
+  const SessionResult r = run_session(c, {});
+  ASSERT_EQ(r.outcomes.size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(marker)) << "the process was never killed";
+  EXPECT_EQ(r.outcomes[1].status, PropertyStatus::passed) << r.outcomes[1].message;
+  std::filesystem::remove(marker);
+}
+
 TEST(ParallelSession, AProcessThatDiesCostsItsItemOnly) {
   SessionConfig c;
   c.impls = {find_impl("loop_f64"), std::make_shared<Dies>(), find_impl("batched_f32")};
