@@ -202,18 +202,18 @@ int default_jobs(int64_t per_job_mb) {
   return cpus;
 }
 
+// The hangs an item's implementation met in the items before it (in
+// work-list order) decide how it treats a hang of its own, as in one
+// process. An item is run with those of the earlier items finished by then
+// (`base`); when it comes to be reported and the earlier ones have since
+// hung more, it is run again with the right count (Queue::redo), so every
+// verdict is the one --jobs 1 gives.
 void run_in_parallel(size_t count, int jobs, const ParallelCallbacks& cb) {
   // No worker of this process is inherited by a child (each starts its
   // own when it first calls an implementation).
   stop_idle_workers();
   Children children(cb);
   std::map<size_t, PropertyOutcome> finished;  // out of order, not yet done
-  // The hangs an item's implementation met in the items before it (in
-  // work-list order) decide how it treats a hang of its own, as in one
-  // process. An item is run with those of the earlier items finished by
-  // then (`base`); when it comes to be reported and the earlier ones have
-  // since hung more, it is run again with the right count (`redo`), so
-  // every verdict is the one --jobs 1 gives.
   std::vector<size_t> key(count);
   std::map<size_t, std::vector<size_t>> items_of;  // per hangs_key, in order
   for (size_t i = 0; i < count; ++i) {
