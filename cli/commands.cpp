@@ -280,13 +280,6 @@ int replay_command(const ReplayOptions& opt) {
   return failed ? kExitFailed : kExitOk;
 }
 
-// The catalog's properties, in order.
-std::vector<const PropertyInfo*> catalog_pointers() {
-  std::vector<const PropertyInfo*> all;
-  for (const PropertyInfo& p : property_catalog()) all.push_back(&p);
-  return all;
-}
-
 int merge_command(const std::string& out_path, const std::vector<std::string>& inputs) {
   check_output_path(out_path, "merge-reports");  // before reading any input
   const nlohmann::json merged = merge_reports(inputs);
@@ -424,10 +417,13 @@ int check_command(const CheckOptions& opt) {
   if (config.run.cases > 0) {
     RunConfig profile_only = config.run;
     profile_only.cases = 0;
-    std::vector<std::string> fewer;
-    for (const PropertyInfo* p : config.properties.empty() ? catalog_pointers() : config.properties) {
-      const int full = case_budget(*p, profile_only);
-      if (config.run.cases < full) fewer.push_back(fmt::format("{} {}", p->name, full));
+    // The properties that ran, each once, in the order they ran.
+    std::vector<std::string> fewer, seen;
+    for (const PropertyOutcome& o : result.outcomes) {
+      if (std::find(seen.begin(), seen.end(), o.property) != seen.end()) continue;
+      seen.push_back(o.property);
+      const int full = case_budget(*find_property(o.property), profile_only);
+      if (config.run.cases < full) fewer.push_back(fmt::format("{} {}", o.property, full));
     }
     if (!fewer.empty()) {
       std::cout << fmt::format(

@@ -33,6 +33,7 @@
 #include "attncheck/registry.h"
 #include "run/config.h"
 #include "run/parallel_session.h"
+#include "run/saved_failures.h"
 #include "problem_convert.h"
 #include "python_impl.h"
 
@@ -70,6 +71,25 @@ void raise_if_interrupted() {
 
 py::object json_to_py(const nlohmann::json& j) {
   return py::module_::import("json").attr("loads")(j.dump());
+}
+
+// SavedFailure::Result as Python spells it (Outcome.saved["result"]).
+constexpr const char* kSavedResults[] = {"still fails", "known", "now passes", "unreadable"};
+
+// The failure database's line (run/saved_failures.h) from the "saved"
+// dicts of outcomes (Outcome.saved), as `check` prints it.
+std::string saved_summary(const std::vector<py::dict>& saved) {
+  std::vector<PropertyOutcome> outcomes;
+  for (const py::dict& d : saved) {
+    SavedFailure f;
+    f.fixture = d["fixture"].cast<std::string>();
+    f.note = d["note"].cast<std::string>();
+    const std::string result = d["result"].cast<std::string>();
+    for (int k = 0; k < 4; ++k)
+      if (result == kSavedResults[k]) f.result = static_cast<SavedFailure::Result>(k);
+    outcomes.emplace_back().saved = std::move(f);
+  }
+  return saved_failures_summary(outcomes);
 }
 
 py::dict outcome_to_py(const PropertyOutcome& o) {
@@ -124,10 +144,9 @@ py::dict outcome_to_py(const PropertyOutcome& o) {
   d["also_explained"] = o.also_explained;
   // The failure database (docs/cli.md): what this item's saved fixture gave.
   if (o.saved) {
-    static constexpr const char* kResults[] = {"still fails", "known", "now passes", "unreadable"};
     py::dict f;
     f["fixture"] = o.saved->fixture;
-    f["result"] = kResults[static_cast<int>(o.saved->result)];
+    f["result"] = kSavedResults[static_cast<int>(o.saved->result)];
     f["note"] = o.saved->note;
     d["saved"] = f;
   } else {
@@ -286,6 +305,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("expected_failures_path") = kExpectedFailuresPath;
 
   m.def("fixture_files", &fixture_files, py::arg("paths"));
+  m.def("saved_failures_summary", &saved_summary, py::arg("saved"));
   m.def("worker_main", [](const std::vector<std::string>& args) {
     std::vector<std::string> all = {"python"};
     all.insert(all.end(), args.begin(), args.end());

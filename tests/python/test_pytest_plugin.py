@@ -129,7 +129,8 @@ def test_saved_failures_are_replayed_and_a_fixed_one_is_moved_aside(pytester):
                                           "--attncheck-save-failures",
                                           str(pytester.path / "failures"), *sel)
     after.assert_outcomes(passed=1)
-    after.stdout.fnmatch_lines(["attncheck: replayed 1 saved failure: 0 still fail, 1 now pass"])
+    after.stdout.fnmatch_lines(
+        ["attncheck: replayed 1 saved failure: 0 still fail, 1 now pass (moved to */failures/fixed/)"])
     assert (pytester.path / "failures" / "fixed" / "noscale-f64-MatchesOracle.json").exists()
 
 

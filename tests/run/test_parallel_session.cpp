@@ -115,6 +115,18 @@ class Dies : public Implementation {
   ImplInfo info_;
 };
 
+// RowSumsToOne, 5 small cases, on `impls` in two processes.
+SessionConfig row_sums_in_two_processes(std::vector<std::shared_ptr<const Implementation>> impls) {
+  SessionConfig c;
+  c.impls = std::move(impls);
+  c.properties = {find_property("RowSumsToOne")};
+  c.run.seed = kDefaultSeed;
+  c.run.cases = 5;
+  c.run.real_sizes = false;
+  c.jobs = 2;
+  return c;
+}
+
 // Killed from outside once (as the OOM killer kills): the first call of
 // the run SIGKILLs its own process, leaving a marker file; every later call
 // computes as loop_f64 does.
@@ -141,13 +153,8 @@ class KilledOnce : public Implementation {
 TEST(ParallelSession, AnItemWhoseProcessIsKilledFromOutsideRunsOnceMore) {
   const std::string marker = ::testing::TempDir() + "attncheck-killed-" + std::to_string(::getpid());
   std::filesystem::remove(marker);
-  SessionConfig c;
-  c.impls = {find_impl("loop_f64"), std::make_shared<KilledOnce>(marker)};
-  c.properties = {find_property("RowSumsToOne")};
-  c.run.seed = kDefaultSeed;
-  c.run.cases = 5;
-  c.run.real_sizes = false;
-  c.jobs = 2;
+  SessionConfig c =
+      row_sums_in_two_processes({find_impl("loop_f64"), std::make_shared<KilledOnce>(marker)});
   const SessionResult r = run_session(c, {});
   ASSERT_EQ(r.outcomes.size(), 2u);
   EXPECT_TRUE(std::filesystem::exists(marker)) << "the process was never killed";
@@ -156,13 +163,8 @@ TEST(ParallelSession, AnItemWhoseProcessIsKilledFromOutsideRunsOnceMore) {
 }
 
 TEST(ParallelSession, AProcessThatDiesCostsItsItemOnly) {
-  SessionConfig c;
-  c.impls = {find_impl("loop_f64"), std::make_shared<Dies>(), find_impl("batched_f32")};
-  c.properties = {find_property("RowSumsToOne")};
-  c.run.seed = kDefaultSeed;
-  c.run.cases = 5;
-  c.run.real_sizes = false;
-  c.jobs = 2;
+  SessionConfig c = row_sums_in_two_processes(
+      {find_impl("loop_f64"), std::make_shared<Dies>(), find_impl("batched_f32")});
   const SessionResult r = run_session(c, {});
   ASSERT_EQ(r.outcomes.size(), 3u);
   EXPECT_EQ(r.outcomes[0].status, PropertyStatus::passed) << r.outcomes[0].message;
@@ -173,13 +175,7 @@ TEST(ParallelSession, AProcessThatDiesCostsItsItemOnly) {
 }
 
 TEST(ParallelSession, AnInputErrorInAProcessIsTheRunsInputError) {
-  SessionConfig c;
-  c.impls = {find_impl("loop_f64"), find_impl("batched_f32")};
-  c.properties = {find_property("RowSumsToOne")};
-  c.run.seed = kDefaultSeed;
-  c.run.cases = 5;
-  c.run.real_sizes = false;
-  c.jobs = 2;
+  SessionConfig c = row_sums_in_two_processes({find_impl("loop_f64"), find_impl("batched_f32")});
   // A finding whose fixture does not read: note_findings_gone throws.
   ExpectedFinding f;
   f.impls = {"batched_f32"};

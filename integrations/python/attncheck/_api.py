@@ -141,12 +141,9 @@ class Result:
                          f"{'' if long else o.message}".rstrip())
             if long:
                 lines.append(o.message.rstrip("\n"))
-        saved = [o.saved for o in self.outcomes if o.saved]
+        saved = _core.saved_failures_summary([o.saved for o in self.outcomes if o.saved])
         if saved:
-            still = sum(s["result"] in ("still fails", "known") for s in saved)
-            fixed = sum(s["result"] == "now passes" for s in saved)
-            lines.append(f"replayed {len(saved)} saved failure{'s' if len(saved) != 1 else ''}: "
-                         f"{still} still fail, {fixed} now pass")
+            lines.append(saved)
         counts = {s: 0 for s in ("passed", "failed", "skipped", "unsupported", "xfail", "xpass",
                                  "not-run")}
         for o in self.outcomes:

@@ -83,13 +83,9 @@ def pytest_terminal_summary(terminalreporter):
     # The failure database: what the saved fixtures replayed before the
     # searches gave (as `attncheck check` says it).
     checkers = terminalreporter.config.stash.get(_KEY, None)
-    saved = checkers.saved if checkers is not None else []
-    if saved:
-        still = sum(s["result"] in ("still fails", "known") for s in saved)
-        fixed = sum(s["result"] == "now passes" for s in saved)
-        terminalreporter.write_line(
-            f"attncheck: replayed {len(saved)} saved failure{'s' if len(saved) != 1 else ''}: "
-            f"{still} still fail, {fixed} now pass")
+    line = _core.saved_failures_summary(checkers.saved) if checkers is not None else ""
+    if line:
+        terminalreporter.write_line(f"attncheck: {line}")
 
 
 _CONFIG = []  # the session's config, for the report hook below
