@@ -8,6 +8,9 @@
 # program claiming an implementation's name is refused.
 #   walk_test.sh PROGRAM
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# The walk sets these itself; ci/test's sanitizer stage exports
+# ATTNCHECK_TEST_CASES=10 for every test, which would change what a pass says.
+unset ATTNCHECK_SEED ATTNCHECK_PROFILE ATTNCHECK_TEST_CASES ATTNCHECK_REPLAY ATTNCHECK_REAL_SIZES
 prog=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
