@@ -105,7 +105,11 @@ namespace attncheck::bugs {
   X(tiled_softcap_padding, \
     "output matches attention where the last 64-key tile's missing keys " \
     "take score -softcap and the previous tile's values (the key padding " \
-    "softcapped into keys?)")
+    "softcapped into keys?)") \
+  X(illegal_instruction, \
+    "the implementation's process died of SIGILL, an instruction this CPU " \
+    "or its operating system does not allow (a dispatch or a JIT that chose " \
+    "an ISA extension, such as AMX, wrongly?)")
 
 // X(TWIN, BUG, WHAT): the broken implementation TWIN (its registered name),
 // the class BUG of its bug, and WHAT it does wrong.

@@ -1,6 +1,9 @@
 #include "attncheck/fixture.h"
 
 #include <fnmatch.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <filesystem>
@@ -19,15 +22,34 @@
 namespace attncheck {
 namespace {
 
-// The CPU features an entry's "unless_cpu_has" may name, asked of this
-// machine at run time (__builtin_cpu_supports takes literals only). They
-// are the ones a kernel's dispatch is known to turn on: LibTorch 1.13 hands
-// bf16 products to oneDNN only with AVX512BW, VL and DQ
-// (mkldnn_bf16_device_check). Off x86 every feature reads as absent.
+// The CPU features an entry's "unless_cpu_has" and "if_cpu_has" may name,
+// asked of this machine at run time (__builtin_cpu_supports takes literals
+// only). They are the ones a kernel's dispatch is known to turn on:
+// LibTorch 1.13 hands bf16 products to oneDNN only with AVX512BW, VL and DQ
+// (mkldnn_bf16_device_check), and its oneDNN 2.6.3 runs them on AMX's tiles
+// where the CPU has amx_bf16 (LibTorch-3). Off x86 every feature reads as
+// absent.
 struct CpuFeature {
   std::string_view name;
   bool present;
 };
+
+#if defined(__x86_64__) || defined(__i386__)
+// AMX as a program can use it: CPUID.(7,0):EDX bit 24 (tiles) or 22 (bf16
+// products), and the OS enables the tile state in XCR0 (bits 17 and 18;
+// Linux 5.16 and later, which then lets a process use it on request,
+// arch_prctl ARCH_REQ_XCOMP_PERM, as oneDNN asks). GCC 12's
+// __builtin_cpu_supports knows no AMX name, so CPUID is read directly.
+bool amx_usable(unsigned edx_bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << edx_bit))) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+  return (lo & kTileState) == kTileState;
+}
+#endif
 
 const std::vector<CpuFeature>& cpu_features() {
   static const std::vector<CpuFeature> features = [] {
@@ -40,11 +62,13 @@ const std::vector<CpuFeature>& cpu_features() {
         {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
         {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
         {"avx512dq", __builtin_cpu_supports("avx512dq") != 0},
+        {"amx_tile", amx_usable(24)},
+        {"amx_bf16", amx_usable(24) && amx_usable(22)},
     };
 #else
-    return std::vector<CpuFeature>{{"avx2", false},     {"fma", false},
-                                   {"avx512f", false},  {"avx512bw", false}, {"avx512vl", false},
-                                   {"avx512dq", false}};
+    return std::vector<CpuFeature>{{"avx2", false},     {"fma", false},      {"avx512f", false},
+                                   {"avx512bw", false}, {"avx512vl", false}, {"avx512dq", false},
+                                   {"amx_tile", false}, {"amx_bf16", false}};
 #endif
   }();
   return features;
@@ -56,13 +80,11 @@ std::string known_cpu_features() {
   return s;
 }
 
-// Whether an entry holds on this machine: always, or (with
-// "unless_cpu_has") when the CPU lacks one of the features named, where a
-// kernel takes the path the finding is about.
-bool holds_here(const nlohmann::json& e, const std::string& path, size_t index) {
-  if (!e.contains("unless_cpu_has")) return true;
-  const nlohmann::json& names = e["unless_cpu_has"];
-  const std::string where = fmt::format("{}: entry {}: field 'unless_cpu_has'", path, index);
+// Whether this CPU has every feature the entry's field `key` names.
+bool has_all_features(const nlohmann::json& e, const char* key, const std::string& path,
+                      size_t index) {
+  const nlohmann::json& names = e[key];
+  const std::string where = fmt::format("{}: entry {}: field '{}'", path, index, key);
   if (!names.is_array() || names.empty())
     throw InputError(where + ": expected a non-empty array of CPU feature names");
   bool has_all = true;
@@ -76,7 +98,18 @@ bool holds_here(const nlohmann::json& e, const std::string& path, size_t index) 
     }
     has_all = has_all && found->present;
   }
-  return !has_all;
+  return has_all;
+}
+
+// Whether an entry holds on this machine, where a kernel takes the path the
+// finding is about: always, or with "unless_cpu_has" when the CPU lacks one
+// of the features named, with "if_cpu_has" when it has all of them (both:
+// both conditions).
+bool holds_here(const nlohmann::json& e, const std::string& path, size_t index) {
+  bool holds = true;
+  if (e.contains("unless_cpu_has")) holds = !has_all_features(e, "unless_cpu_has", path, index);
+  if (e.contains("if_cpu_has")) holds = has_all_features(e, "if_cpu_has", path, index) && holds;
+  return holds;
 }
 
 // An entry's string field, or InputError naming it.
@@ -160,9 +193,10 @@ ExpectedFailures load_expected_failures(const std::string& path) {
   const nlohmann::json j = read_json_file(path);  // size and nesting limits
   const nlohmann::json& list = j.is_object() ? j.value("expected_failures", nlohmann::json()) : j;
   if (!list.is_array()) throw InputError(path + ": expected an array of {impl, property, reason}");
-  static const std::set<std::string> by_property{"impl", "property", "reason", "unless_cpu_has"};
-  static const std::set<std::string> by_cause{"impl",    "property", "cause",         "finding",
-                                              "reason",  "fixture",  "unless_cpu_has"};
+  static const std::set<std::string> by_property{"impl", "property", "reason", "unless_cpu_has",
+                                                 "if_cpu_has"};
+  static const std::set<std::string> by_cause{"impl",    "property", "cause",          "finding",
+                                              "reason",  "fixture",  "unless_cpu_has", "if_cpu_has"};
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& e = list[i];
     const std::string where = fmt::format("{}: entry {}", path, i);
@@ -176,8 +210,8 @@ ExpectedFailures load_expected_failures(const std::string& path) {
         throw InputError(fmt::format("{}: unknown field '{}' (an entry by {} has {})", where, key,
                                      cause ? "cause" : "property",
                                      cause ? "impl, cause, finding, reason, fixture, property, "
-                                             "unless_cpu_has"
-                                           : "impl, property, reason, unless_cpu_has"));
+                                             "unless_cpu_has, if_cpu_has"
+                                           : "impl, property, reason, unless_cpu_has, if_cpu_has"));
       }
     }
     if (cause) {

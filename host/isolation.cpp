@@ -335,7 +335,7 @@ class IsolatedImpl : public IsolatedImplementation {
       ++crashes_;
       last_death_hung_ = false;
     }
-    throw ImplementationDied(death.message);
+    throw ImplementationDied(death.message, death.signal);
   }
 
   ImplInfo info_;

@@ -34,7 +34,14 @@ namespace attncheck {
 /// fresh worker.
 class ImplementationDied : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ImplementationDied(const std::string& message, int signal = 0)
+      : std::runtime_error(message), signal_(signal) {}
+  /// The signal the implementation's process died of (SIGILL, SIGSEGV), or
+  /// 0: it exited, hung, or broke the protocol.
+  int signal() const { return signal_; }
+
+ private:
+  int signal_ = 0;
 };
 
 /// A call that blocks without using CPU (a deadlock, a sleep) is stopped

@@ -211,6 +211,7 @@ int WorkerProcess::stop() {
 std::string WorkerProcess::reap() {
   ::close(fd_);
   fd_ = -1;
+  last_signal_ = 0;
   int status = 0;
   rusage usage{};
   bool exited = false;
@@ -235,6 +236,7 @@ std::string WorkerProcess::reap() {
                        "{} ms",
                        kReapWaitMs);
   }
+  last_signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   std::string how;
   if (WIFEXITED(status) && WEXITSTATUS(status) == kChannelLostExit) {
     how = "closed the worker's channel to the harness (file descriptor 3)";
@@ -326,7 +328,8 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
     return {Death::Kind::died,
             fmt::format("the implementation {} during {} (it ran in a worker process; the next "
                         "call starts a fresh one){}",
-                        how, what, worker.take_output())};
+                        how, what, worker.take_output()),
+            worker.last_signal()};
   };
   const auto stopped = [&](Death::Kind kind, const std::string& message) -> Death {
     std::string output = worker.take_output();

@@ -54,6 +54,10 @@ class WorkerProcess {
   /// ended ("crashed with signal ...", "exited with ...").
   std::string reap();
 
+  /// The signal that ended the worker at the last reap(), or 0 (it exited,
+  /// or did not end by itself).
+  int last_signal() const { return last_signal_; }
+
   /// CPU time the worker has used, in ms (0 when it cannot be read).
   double cpu_ms() const;
 
@@ -88,6 +92,7 @@ class WorkerProcess {
   std::string output_;
   uint64_t output_bytes_ = 0;
   int64_t memory_limit_mb_ = 0;
+  int last_signal_ = 0;
   clockid_t cpu_clock_ = clockid_t(-1);
 };
 
@@ -110,6 +115,7 @@ int64_t worker_memory_limit_mb(int64_t option);
 struct Death {
   enum class Kind { died, hung, cancelled } kind;
   std::string message;
+  int signal = 0;  ///< died of a signal: its number (the worker's wait status), else 0
 };
 
 /// The limits of one call.

@@ -4,6 +4,7 @@
 #include "judge/causes.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -270,6 +271,20 @@ bool nan_on_empty_rows(const Offence& o, const ImplInfo&) {
 }
 
 bool is_known_cause(const std::string& name) { return find_hypothesis(name) != nullptr; }
+
+// The death classes and the signal each predicts. SIGILL has one cause in
+// a compute kernel: an instruction the CPU or the OS refuses (an ISA
+// extension the dispatch chose wrongly, or one the kernel has not allowed
+// the process, as AMX's tile data needs arch_prctl); a segfault or an abort
+// has too many to name one.
+bool death_explained(std::string_view name, int signal) {
+  return signal == SIGILL && name == bugs::bug_class(bugs::Bug::illegal_instruction).name;
+}
+
+std::string_view death_diagnosis(int signal) {
+  return signal == SIGILL ? bugs::bug_class(bugs::Bug::illegal_instruction).name
+                          : std::string_view();
+}
 
 CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
                       const ForwardResult& got, const ImplInfo& declared, bool beyond_offends) {

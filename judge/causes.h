@@ -10,6 +10,7 @@
 // the offence they read.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attncheck/implementation.h"
@@ -53,6 +54,17 @@ CallVerdict read_call(const std::vector<std::string>& causes, const Problem& p,
 
 /// Whether `name` is a bug class the catalogue can give as a cause.
 bool is_known_cause(const std::string& name);
+
+/// Whether the cause `name` explains a call whose process died of `signal`
+/// (ImplementationDied::signal, 0 when it did not die of one): only a
+/// class about a death does (illegal_instruction: SIGILL); a class about an
+/// output never explains a death, nor a death with another signal.
+bool death_explained(std::string_view name, int signal);
+
+/// The diagnosis of a death by `signal`: the name of the class that
+/// explains it, or "" (most deaths, a segfault or an abort, have many
+/// causes and get none).
+std::string_view death_diagnosis(int signal);
 
 // ---- The evidence tests (Hypothesis::evidence) ----
 

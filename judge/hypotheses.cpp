@@ -547,6 +547,8 @@ std::vector<Hypothesis> make_table() {
       {Bug::bf16_pv_sum_rounding, nullptr, {},
        [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::bf16); }},
       {Bug::tiled_softcap_padding, transformed(tiled_softcap_padding), {}, {}, true},
+      // A death, never an output: judged by the signal (death_explained).
+      {Bug::illegal_instruction, nullptr, {}, [](const Offence&, const ImplInfo&) { return false; }},
   };
   std::vector<Hypothesis> table;
   for (const Entry& e : entries) {

@@ -65,7 +65,7 @@ ForwardResult CaseContext::call_kept(const Problem& p) {
   try {
     r = impl_.forward(p);
   } catch (const ImplementationDied& e) {
-    fail(e.what(), true);
+    fail(e.what(), true, e.signal());
   } catch (const std::exception& e) {
     fail(fmt::format("the implementation threw: {}", e.what()));
   } catch (...) {
@@ -256,11 +256,11 @@ void CaseContext::require(const Comparison& c, const std::string& what) {
 
 void CaseContext::fail(const std::string& message) { fail(message, false); }
 
-void CaseContext::fail(const std::string& message, bool died) {
-  throw CaseEnded{record_failure(message, died)};
+void CaseContext::fail(const std::string& message, bool died, int signal) {
+  throw CaseEnded{record_failure(message, died, signal)};
 }
 
-Verdict CaseContext::record_failure(const std::string& message, bool died) {
+Verdict CaseContext::record_failure(const std::string& message, bool died, int signal) {
   PendingFailure f;
   if (current_) f.failed_case = *current_;
   f.failed_call = last_call_is_case_ && current_
@@ -269,10 +269,11 @@ Verdict CaseContext::record_failure(const std::string& message, bool died) {
   f.path = last_path_name();
   f.message = message;
   f.died = died;
+  f.signal = signal;
   pending_ = std::move(f);
   // Without known findings every failure counts: recorded at once.
   if (!keeps_calls()) commit_failure();
-  return Verdict::fail(message, died);
+  return Verdict::fail(message, died, signal);
 }
 
 void CaseContext::commit_failure() {
@@ -289,6 +290,7 @@ void CaseContext::commit_failure() {
   }
   failure_message = std::move(f.message);
   failure_died = f.died;
+  failure_signal = f.signal;
   failure_also_explained = std::move(f.also_explained);
   pending_.reset();
 }

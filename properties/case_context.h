@@ -162,13 +162,14 @@ class CaseContext {
   /// ends the case (throws CaseEnded, properties/verdict.h).
   [[noreturn]] void fail(const std::string& message);
   /// The same; `died`: the implementation crashed or hung in the call
-  /// (isolation.h), so there is no output to diagnose.
-  [[noreturn]] void fail(const std::string& message, bool died);
+  /// (isolation.h), so there is no output to diagnose; `signal`: the one
+  /// its process died of (ImplementationDied::signal), or 0.
+  [[noreturn]] void fail(const std::string& message, bool died, int signal = 0);
   /// Records the current case's failure (the counterexample, its failing
   /// call and path, the message) without ending it, and returns the
   /// verdict: fail() ends a case with it; run/judge_once.h records an
   /// exception the judge let through.
-  Verdict record_failure(const std::string& message, bool died = false);
+  Verdict record_failure(const std::string& message, bool died = false, int signal = 0);
 
   /// Discards the current case, counted under `reason` (throws CaseEnded).
   [[noreturn]] void discard(const std::string& reason);
@@ -231,6 +232,7 @@ class CaseContext {
   std::shared_ptr<const Problem> failed_call;
   std::string failure_message;
   bool failure_died = false;  ///< the recorded failure was a crash or a hang
+  int failure_signal = 0;     ///< a crash: the signal its process died of, or 0
   /// The path the failing call took (SPEC 4.1), "" when it named none.
   std::string failed_path;
   /// The first failure recorded (before shrinking) and its failing call,
@@ -298,6 +300,7 @@ class CaseContext {
     std::shared_ptr<const Problem> failed_call;
     std::string message, path;
     bool died = false;
+    int signal = 0;
     std::vector<std::string> also_explained;
   };
   std::optional<PendingFailure> pending_;

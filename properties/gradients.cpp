@@ -41,7 +41,7 @@ BackwardResult call_backward(CaseContext& ctx, const Problem& p) {
   try {
     r = ctx.impl().backward(p);
   } catch (const ImplementationDied& e) {
-    ctx.fail(e.what(), true);
+    ctx.fail(e.what(), true, e.signal());
   } catch (const std::exception& e) {
     ctx.fail(fmt::format("the implementation's backward threw: {}", e.what()));
   } catch (...) {

@@ -224,7 +224,7 @@ void judge_layer(CaseContext& ctx, const Case& c) {
   try {
     r = layer->run(lc.w, lc.x);
   } catch (const ImplementationDied& e) {
-    ctx.fail(e.what(), true);
+    ctx.fail(e.what(), true, e.signal());
   } catch (const std::exception& e) {
     ctx.fail(fmt::format("the layer threw: {}", e.what()));
   }

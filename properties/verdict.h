@@ -24,10 +24,12 @@ struct Verdict {
   /// fail: the implementation crashed or hung in the call (host/isolation.h),
   /// so there is no output to diagnose.
   bool died = false;
+  /// died of a signal: its number (ImplementationDied::signal), else 0.
+  int signal = 0;
 
   static Verdict pass() { return {}; }
-  static Verdict fail(std::string evidence, bool died = false) {
-    return {Kind::fail, std::move(evidence), died};
+  static Verdict fail(std::string evidence, bool died = false, int signal = 0) {
+    return {Kind::fail, std::move(evidence), died, signal};
   }
   static Verdict discard(std::string reason) { return {Kind::discard, std::move(reason), false}; }
   static Verdict set_aside(std::string evidence) {

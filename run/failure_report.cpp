@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "judge/causes.h"
 #include "judge/diagnosis.h"
 #include "attncheck/fixture.h"
 #include "attncheck/registry.h"
@@ -106,19 +107,22 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
         record.unshrunk_call = copied(ctx.first_failed_call);
       }
       out.diagnosis = diagnose_failure(impl, record);
+    } else if (const std::string_view d = death_diagnosis(ctx.failure_signal); !d.empty()) {
+      out.diagnosis = {std::string(d)};  // the death's own class (SIGILL)
     }
-    report << (ctx.failure_died ? "  diagnosis: none (the call did not return, so there is no "
-                                  "output to explain)\n"
-                                : describe_diagnosis(out.diagnosis));
+    report << (ctx.failure_died && out.diagnosis.empty()
+                   ? "  diagnosis: none (the call did not return, so there is no output to "
+                     "explain)\n"
+                   : describe_diagnosis(out.diagnosis));
     // Known findings (RunConfig::known_findings): the one that explains an
     // xfail's every offending call, or those that explain only some calls
     // of a failure, which therefore still fails.
     if (ctx.seek == CaseContext::Seek::explained &&
         ctx.explained_finding < config.known_findings.size()) {
       const KnownFinding& k = config.known_findings[ctx.explained_finding];
-      report << fmt::format("  expected: known finding {} ({}) explains every offending "
-                            "element: {}\n",
-                            k.finding, k.cause, k.reason);
+      report << fmt::format("  expected: known finding {} ({}) explains {}: {}\n", k.finding,
+                            k.cause,
+                            ctx.failure_died ? "the death" : "every offending element", k.reason);
     } else if (!ctx.failure_also_explained.empty()) {
       out.also_explained = ctx.failure_also_explained;
       std::string names;

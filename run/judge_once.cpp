@@ -56,6 +56,15 @@ Verdict judge_once(const PropertyDef& prop, CaseContext& ctx, const Case& c) {
   bool any_explained = false, any_unexplained = v.died;
   size_t which = 0;
   std::vector<std::string> names;
+  // A death has no output: a cause about deaths explains it by its signal.
+  for (size_t k = 0; v.died && k < findings.size(); ++k) {
+    if (!death_explained(findings[k].cause, v.signal)) continue;
+    any_explained = true;
+    any_unexplained = false;
+    which = k;
+    names.push_back(finding_name(findings[k]));
+    break;
+  }
   // Read twice at most: by SPEC 4's tolerances first; when no call offends
   // so, the failure is AsAccurateAsBaseline's beyond the first-order
   // analysis, and every inexact element of such a row is read.

@@ -120,9 +120,11 @@ struct ExpectedFailures {
 /// "finding": its name, "reason", "fixture": the finding's counterexample,
 /// a file relative to the working directory or to the list's folder, and
 /// optionally "property"}. Either may carry "unless_cpu_has": [FEATURE,
-/// ...] (avx2, fma, avx512f, avx512bw, avx512vl, avx512dq): it then holds
-/// only on a CPU that lacks one of them, a finding in a path a kernel takes
-/// on some machines. A missing file is an empty list. Throws InputError
+/// ...] (avx2, fma, avx512f, avx512bw, avx512vl, avx512dq, amx_tile,
+/// amx_bf16): it then holds only on a CPU that lacks one of them, and
+/// "if_cpu_has": [FEATURE, ...]: it then holds only on a CPU that has all of
+/// them (AMX: as the OS lets a program use it), a finding in a path a
+/// kernel takes on some machines. A missing file is an empty list. Throws InputError
 /// naming `path`, the entry and the field for anything else (an unknown
 /// key, cause or feature, a fixture that is not a readable regular file).
 ExpectedFailures load_expected_failures(const std::string& path);

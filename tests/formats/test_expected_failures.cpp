@@ -118,11 +118,34 @@ TEST_F(ExpectedFailuresTest, AnEntryUnlessTheCpuHasFeaturesHoldsOnlyWhereOneIsMi
   EXPECT_EQ(e.expects("c", "R"), !__builtin_cpu_supports("fma"));
 }
 
+// The Linux kernel's own reading of AMX (the cpuinfo flag appears where
+// the CPU has it and the kernel enables its tile state).
+bool cpuinfo_has(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+  return false;
+}
+
+TEST_F(ExpectedFailuresTest, AnEntryIfTheCpuHasFeaturesHoldsOnlyWhereAllArePresent) {
+  // LibTorch-3 dies only where oneDNN runs bf16 products on AMX's tiles.
+  __builtin_cpu_init();
+  const std::string path = write(R"([
+    {"impl": "a", "property": "P", "reason": "with AMX", "if_cpu_has": ["amx_bf16"]},
+    {"impl": "b", "property": "Q", "reason": "with FMA", "if_cpu_has": ["fma", "avx2"]},
+    {"impl": "c", "property": "R", "reason": "both", "if_cpu_has": ["fma"], "unless_cpu_has": ["fma"]}])");
+  const ExpectedFailures e = load_expected_failures(path);
+  EXPECT_EQ(e.expects("a", "P"), cpuinfo_has("amx_bf16") && cpuinfo_has("amx_tile"));
+  EXPECT_EQ(e.expects("b", "Q"), __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"));
+  EXPECT_FALSE(e.expects("c", "R"));
+}
+
 TEST_F(ExpectedFailuresTest, AnUnknownCpuFeatureIsOneLineNamingTheEntry) {
   std::string path = write(R"([{"impl": "a", "property": "P", "unless_cpu_has": ["avx1024"]}])");
   EXPECT_EQ(error_of(path), path + ": entry 0: field 'unless_cpu_has': unknown CPU feature "
                                    "\"avx1024\" (known: avx2, fma, avx512f, avx512bw, "
-                                   "avx512vl, avx512dq)");
+                                   "avx512vl, avx512dq, amx_tile, amx_bf16)");
   path = write(R"([{"impl": "a", "property": "P"}, {"impl": "a", "property": "Q", "unless_cpu_has": "fma"}])");
   EXPECT_EQ(error_of(path),
             path + ": entry 1: field 'unless_cpu_has': expected a non-empty array of CPU feature names");
