@@ -18,3 +18,8 @@ add_test(NAME python.examples
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(python.bridge python.examples PROPERTIES LABELS slow TIMEOUT 1200
   ENVIRONMENT "${ATTNCHECK_PYTEST_ENV}")
+# NumPy's exp in ulps (docs/plugins-and-packaging.md "Choosing exp_ulps"):
+# within 2 in float64 and 3 in float32, the declarations the docs advise.
+add_test(NAME numerics.exp_ulps_numpy
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/numerics/exp_ulps.py --check 2 3)
+set_tests_properties(numerics.exp_ulps_numpy PROPERTIES LABELS fast)
