@@ -428,6 +428,31 @@ std::optional<PropertyOutcome> outcome_without_calls(const PropertyDef& prop,
   return std::nullopt;
 }
 
+namespace {
+
+// --strict: a pass whose problems never reached one of the property's
+// coverage targets (PropertyOutcome::coverage; without --strict the text
+// report's note line) fails, since a bug that needs the target went unseen.
+// No counterexample: more cases, or the real-size phase, reach it.
+void fail_unreached_targets(const PropertyDef& prop, const Implementation& impl,
+                            PropertyOutcome& out) {
+  if (out.status != PropertyStatus::passed) return;
+  std::string missed;
+  for (const CoverageTarget& t : out.coverage) {
+    if (t.reached != 0 || t.drawn == 0) continue;
+    missed += fmt::format("{}none of the {} problems drawn had {}", missed.empty() ? "" : "; ",
+                          t.drawn, t.what);
+  }
+  if (missed.empty()) return;
+  out.status = PropertyStatus::failed;
+  out.message = fmt::format(
+      "FAILED {} on {}: --strict: a coverage target was never reached: {}; a bug that needs it "
+      "would go unseen (more --cases, or the real-size phase, reach it)",
+      prop.name, impl.info().name, missed);
+}
+
+}  // namespace
+
 PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl,
                              DType dtype, const RunConfig& config) {
   if (auto out = outcome_without_calls(prop, impl, dtype, config)) return *out;
@@ -435,6 +460,7 @@ PropertyOutcome run_property(const PropertyDef& prop, const Implementation& impl
     PropertyOutcome out;
     if (prop.has_cases()) {
       out = run_cases(prop, impl, dtype, config);
+      if (config.strict) fail_unreached_targets(prop, impl, out);
     } else {
       out = blank_outcome(prop, impl, dtype);
       prop.run_whole(impl, dtype, config, out);

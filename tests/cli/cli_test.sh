@@ -169,6 +169,12 @@ expect 0 "a target never reached" -- check --impl online_f32 --property MatchesO
   --cases 5 --save-failures fewer
 contains out.txt "^note: MatchesOracle on online_f32 (f32): none of the 5 problems drawn had a tk above the key block" \
   "a pass that never reached a target says so"
+expect 1 "a target never reached fails under --strict" -- check --impl online_f32 \
+  --property MatchesOracle --no-real-sizes --cases 5 --strict --save-failures fewer
+contains out.txt "^FAILED MatchesOracle on online_f32: --strict: a coverage target was never reached: none of the 5 problems drawn had a tk above the key block" \
+  "--strict fails a pass that never reached a target"
+expect 0 "--strict passes where every target is reached" -- check --impl online_f32 \
+  --property MatchesOracle --no-real-sizes --strict --save-failures fewer
 expect 0 "the profile's cases" -- check --impl loop_f64 --property RowSumsToOne --cases 100 \
   --no-real-sizes --save-failures fewer
 grep -q "^note: --cases" out.txt && { echo "FAIL: --cases at the profile's number is not below it"; failures=$((failures + 1)); }
