@@ -106,6 +106,11 @@ namespace attncheck::bugs {
     "output matches attention where the last 64-key tile's missing keys " \
     "take score -softcap and the previous tile's values (the key padding " \
     "softcapped into keys?)") \
+  X(stale_running_max, \
+    "output is NaN or inf only on rows where a key past the first key block " \
+    "scores more than ln(the largest finite value) of the softmax format " \
+    "above that block's max (the row max taken from the first block only, " \
+    "the online rescale skipped?)") \
   X(illegal_instruction, \
     "the implementation's process died of SIGILL, an instruction this CPU " \
     "or its operating system does not allow (a dispatch or a JIT that chose " \

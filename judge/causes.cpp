@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "attncheck/dtype.h"
 #include "core/bugs.h"
@@ -252,6 +253,44 @@ bool pv_sum_rounding_explains(const Offence& o, DType accumulator) {
     }
     return true;
   });
+}
+
+bool stale_running_max_explains(const Offence& o, const ImplInfo& info) {
+  const Problem& p = *o.p;
+  const int64_t block = info.precision.key_block;
+  if (block <= 0 || !o.any) return false;
+  const Real limit = std::log(static_cast<Real>(max_finite(info.precision.softmax_format())));
+  const auto offends_only_non_finite = [](const std::vector<uint8_t>& bad,
+                                          const std::vector<double>& got, size_t first,
+                                          size_t n) {
+    bool any = false;
+    for (size_t k = first; k < first + n && k < bad.size(); ++k) {
+      if (!bad[k]) continue;
+      if (k >= got.size() || std::isfinite(got[k])) return std::optional<bool>();  // finite: no
+      any = true;
+    }
+    return std::optional<bool>(any);
+  };
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const size_t row = row_index(p, b, h, i);
+        const auto dv = static_cast<size_t>(p.dv), tk = static_cast<size_t>(p.tk);
+        const std::optional<bool> out = offends_only_non_finite(
+            o.out, o.got->out, out_index(p, b, h, i, 0), dv);
+        const std::optional<bool> w = offends_only_non_finite(
+            o.weights, o.got->weights, weight_index(p, b, h, i, 0), tk);
+        const std::optional<bool> l = offends_only_non_finite(o.lse, o.got->lse, row, 1);
+        if (!out || !w || !l) return false;  // a finite offending element
+        if (!*out && !*w && !*l) continue;
+        if (o.correct->row_empty[row]) return false;
+        const RowKeys r = row_keys(p, *o.correct, b, h, i);
+        Real first_max = -std::numeric_limits<Real>::infinity();
+        for (size_t k = 0; k < r.keys.size(); ++k)
+          if (r.keys[k] / block == r.keys[0] / block) first_max = std::max(first_max, r.scores[k]);
+        if (!(r.max - first_max > limit)) return false;
+      }
+  return true;
 }
 
 bool nan_on_empty_rows(const Offence& o, const ImplInfo&) {

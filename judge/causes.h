@@ -93,4 +93,12 @@ bool f16_pv_sum_overflows(const Offence& o, const ImplInfo& info);
 /// term once more, divided by the row's sum of exp(s_j - m).
 bool pv_sum_rounding_explains(const Offence& o, DType accumulator);
 
+/// stale_running_max: the implementation declares a key_block B; every
+/// offending element (out, weights, lse) is NaN or inf, on a row whose
+/// allowed keys in the block of its first allowed key have a max score more
+/// than ln(max_finite) of the softmax format below the row's max: exp of a
+/// later key's score shifted by that block's max overflows, as in a kernel
+/// that never updates the running max after the first block.
+bool stale_running_max_explains(const Offence& o, const ImplInfo& info);
+
 }  // namespace attncheck

@@ -547,6 +547,7 @@ std::vector<Hypothesis> make_table() {
       {Bug::bf16_pv_sum_rounding, nullptr, {},
        [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::bf16); }},
       {Bug::tiled_softcap_padding, transformed(tiled_softcap_padding), {}, {}, true},
+      {Bug::stale_running_max, nullptr, {}, stale_running_max_explains},
       // A death, never an output: judged by the signal (death_explained).
       {Bug::illegal_instruction, nullptr, {}, [](const Offence&, const ImplInfo&) { return false; }},
   };

@@ -445,6 +445,11 @@ TEST_P(SizeDependentTwinAtRealSize, IsCaughtByItsPropertyAndShrunkBySearch) {
   if (name == "broken_max_from_first_block") {
     EXPECT_NE(shrunk.find(", one dominant key"), std::string::npos) << o.message;
     EXPECT_GT(c.tk, 64) << o.message;
+    // The diagnosis, tried on the shrunk values, names its class.
+    EXPECT_NE(o.message.find("diagnosis: output is NaN or inf only on rows where a key past the "
+                             "first key block"),
+              std::string::npos)
+        << o.message;
   }
   // The structural twins: the structure the bug needs is kept, the rest
   // dropped, and the lengths and window shrunk to where the bug begins.

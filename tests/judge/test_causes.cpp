@@ -69,6 +69,40 @@ TEST(KnownCauses, F16OverflowExplainsInfWhereTheSumLeavesF16) {
   EXPECT_EQ(reading("f16_pv_sum_overflow", small, inf_small, info), CallReading::unexplained);
 }
 
+// stale_running_max: 70 keys, a key block of 64 (online_f32's, as
+// broken_max_from_first_block declares): key 66 scores `later` where every
+// key of the first block scores 0.
+Problem stale_max_problem(double later) {
+  Problem p = Problem::zeros(DType::f32, 1, 1, 1, 1, 70, 1, 1);
+  p.scale = 1;
+  p.q.data[0] = 1;
+  p.k.at(0, 0, 66, 0) = later;
+  for (int64_t j = 0; j < 70; ++j) p.v.at(0, 0, j, 0) = 1;
+  return p;
+}
+
+TEST(KnownCauses, StaleRunningMaxExplainsNaNWhereALaterKeyOverflowsExp) {
+  const ImplInfo& blocked = info_of("online_f32");
+  ASSERT_EQ(blocked.precision.key_block, 64);
+  // 100 above the first block's max: exp(100) overflows f32 (ln 3.4e38 = 88.7).
+  const Problem p = stale_max_problem(100);
+  ForwardResult got = correct_answer(p);
+  EXPECT_EQ(reading("stale_running_max", p, got, blocked), CallReading::correct);
+  got.out[0] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(reading("stale_running_max", p, got, blocked), CallReading::explained);
+  // A finite wrong answer is another bug.
+  got.out[0] = 0.5;
+  EXPECT_EQ(reading("stale_running_max", p, got, blocked), CallReading::unexplained);
+  // 80 above: exp stays finite in f32, so a NaN there is another bug.
+  const Problem mild = stale_max_problem(80);
+  ForwardResult nan_mild = correct_answer(mild);
+  nan_mild.out[0] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(reading("stale_running_max", mild, nan_mild, blocked), CallReading::unexplained);
+  // One pass (no key block declared): no first block to be stale.
+  got.out[0] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(reading("stale_running_max", p, got, info_of("loop_f32")), CallReading::unexplained);
+}
+
 TEST(KnownCauses, F16OverflowDoesNotHideASecondBugInTheSameOutput) {
   const ImplInfo& info = info_of("online_f16");
   Problem p = overflow_problem(2);
