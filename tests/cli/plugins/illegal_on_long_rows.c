@@ -1,12 +1,15 @@
 /* A kernel with a known death: correct f64 attention that dies of SIGILL
  * on rows of 5 keys or more, as a dispatch that picks an instruction the
- * CPU refuses does (LibTorch-3). Built twice: with SECOND_BUG it also
+ * CPU refuses does (LibTorch-3). Built three times: with SECOND_BUG it also
  * ignores the scale on shorter rows, a second bug the known death must not
- * hide. tests/cli/known_deaths_test.sh. */
+ * hide (tests/cli/known_deaths_test.sh); with PLANTED it never dies and
+ * ignores the scale only while the environment has PLANTED_BUG, a bug a
+ * user plants and then fixes (tests/cli/plugin_walk_test.sh). */
 
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "attncheck/plugin.h"
 
@@ -37,7 +40,11 @@ static int forward(void* ctx, const attncheck_problem* p, attncheck_outputs* o) 
   int64_t b, h, i, j, d;
   (void)ctx;
   if (p->tk > kMaxKeys) return ATTNCHECK_UNSUPPORTED;
+#ifdef PLANTED
+  if (getenv("PLANTED_BUG")) scale = 1;
+#else
   if (p->tk >= kDeadlyKeys) raise(SIGILL);
+#endif
 #ifdef SECOND_BUG
   scale = 1;
 #endif
@@ -74,8 +81,10 @@ static int forward(void* ctx, const attncheck_problem* p, attncheck_outputs* o) 
 
 static const attncheck_impl kImpls[] = {{
     .abi_version = ATTNCHECK_ABI_VERSION,
-#ifdef SECOND_BUG
+#if defined(SECOND_BUG)
     .name = "illegal_and_unscaled",
+#elif defined(PLANTED)
+    .name = "planted_scale_bug",
 #else
     .name = "illegal_on_long_rows",
 #endif
