@@ -17,8 +17,9 @@
  *                        no_new_privs, or can ptrace the harness
  *   shares_memory        touches 512 MiB of MAP_SHARED | MAP_ANONYMOUS
  *   grows_down           touches 512 MiB of MAP_GROWSDOWN
- *   replies_between_calls leaves a thread that writes a well-formed reply
- *                        to the channel once the call has returned
+ *   replies_between_calls leaves a thread (from its first call, whatever
+ *                        tk) that writes a well-formed reply to the
+ *                        channel once the call has returned
  *   replaces_channel     dup2s /dev/null onto the channel (descriptor 3)
  *   half_header          writes half a frame header, then blocks
  *   execs                execs sleep TAG in place of the worker
@@ -283,7 +284,9 @@ static void* reply_later(void* unused) {
 
 static int between(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
   static int started = 0;
-  if (p->tk >= 3 && !started) {
+  /* From the worker's first call: every later call is a chance to catch
+   * the worker waiting for its request. */
+  if (!started) {
     pthread_t t;
     started = 1;
     if (pthread_create(&t, NULL, reply_later, NULL) == 0) pthread_detach(t);
