@@ -39,7 +39,9 @@ class WorkerProcess {
   /// /dev/null, stdout and stderr into a pipe the harness reads (the
   /// worker's output never mixes with the harness's), no core files, at
   /// most `memory_limit_mb` MiB of memory (0: no limit), and a token
-  /// (host/process_tree.h) its descendants inherit. Throws
+  /// (host/process_tree.h) its descendants inherit. The process started is
+  /// the worker's relay; the implementation runs in the kernel process it
+  /// forks (host/containment.h), which the first exchange places. Throws
   /// std::logic_error when this program cannot host workers,
   /// std::runtime_error when the process cannot be started.
   void start(const std::string& mode, const std::string& name, const std::string& path,

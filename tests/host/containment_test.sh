@@ -150,7 +150,7 @@ check replaces_channel
 [[ $code -eq 1 ]] || fail "replaces_channel: exit $code, expected 1"
 has replaces_channel.out "replaced the worker's channel to the harness (file descriptor 3)" \
   "the replaced channel is named"
-TIMEOUT_MS=10 check half_header
+TIMEOUT_MS=20 check half_header
 [[ $code -eq 1 ]] || fail "half_header: exit $code, expected 1"
 has half_header.out 'malformed reply during forward (a frame cut short: 4 bytes' "half a header is named"
 check execs
