@@ -45,13 +45,14 @@ no_survivors() {
   left=$(survivors)
   [[ -z "$left" ]] || { fail "$1: processes outlived the run: $left"; pkill -KILL -f "sleep $ATTNCHECK_TEST_TAG"; }
 }
-# check IMPL ARGS...: one implementation, MatchesOracle, 10 cases; output
+# check IMPL ARGS...: one implementation, MatchesOracle, $CASES cases
+# (default 10), --timeout-ms $TIMEOUT_MS (default 1000); output
 # in IMPL.out, IMPL.err, exit code in $code.
 check() {
   local impl=$1
   shift
   timeout -s KILL 60 "$bin" check --jobs 1 --plugin "$plugin" --impl "$impl" --property MatchesOracle \
-    --cases 10 --no-real-sizes --timeout-ms "${TIMEOUT_MS:-1000}" --save-failures saved "$@" \
+    --cases "${CASES:-10}" --no-real-sizes --timeout-ms "${TIMEOUT_MS:-1000}" --save-failures saved "$@" \
     >"$impl.out" 2>"$impl.err"
   code=$?
   [[ $code -ne 137 ]] || fail "$impl: the run did not end within 60 s (killed)"
@@ -142,7 +143,9 @@ if [[ $sanitized != 1 ]]; then
 fi
 
 # ---- The wire ----
-check replies_between_calls
+# (30 cases: each call after the first is a chance for the plugin's thread
+# to write while the worker waits for its request.)
+CASES=30 check replies_between_calls
 [[ $code -eq 1 ]] || fail "replies_between_calls: exit $code, expected 1"
 has replies_between_calls.out 'between calls\|before the worker took the request\|more than one reply to one request' \
   "a reply written between calls is refused"
@@ -159,8 +162,10 @@ has execs.out "replaced the worker's program with .*sleep (execve) during forwar
 no_survivors wire
 
 # ---- A constructor writing to the harness's stdout ----
-timeout -s KILL 60 "$bin" describe execs --json --plugin "$ctor" >describe.json 2>describe.err
-code=$?
+# Through a pipe: a regular file reopened through /proc starts at offset 0,
+# where the harness's own output would overwrite the line.
+timeout -s KILL 60 "$bin" describe execs --json --plugin "$ctor" 2>describe.err | cat >describe.json
+code=${PIPESTATUS[0]}
 [[ $code -eq 0 ]] || fail "describe of the writing constructor: exit $code: $(cat describe.err)"
 python3 -m json.tool describe.json >/dev/null 2>&1 || fail "describe --json is not JSON: $(head -c 300 describe.json)"
 
