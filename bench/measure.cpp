@@ -54,16 +54,37 @@ Problem make_problem(const PointSpec& s) {
   return p;
 }
 
-// The processes this one started that still run: a Python subject's worker
-// (host/isolation.h), where each of its calls runs. A C++ subject has
-// none, so for it the figures below are this process's alone.
-std::vector<pid_t> child_processes() {
+// The children of `dir` (/proc/self or /proc/PID).
+std::vector<pid_t> children_in(const std::filesystem::path& dir) {
   std::vector<pid_t> out;
   std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+  for (const auto& task : std::filesystem::directory_iterator(dir / "task", ec)) {
     std::ifstream in(task.path() / "children");
     pid_t pid = 0;
     while (in >> pid) out.push_back(pid);
+  }
+  return out;
+}
+
+// The processes this one started that still run: a Python subject's worker
+// (host/isolation.h), where each of its calls runs, seen through the relay
+// and the init that contain it (host/containment.h), which use nothing of
+// a call. A C++ subject has none, so for it the figures below are this
+// process's alone.
+std::vector<pid_t> child_processes() {
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo = children_in("/proc/self");
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    std::ifstream comm(fmt::format("/proc/{}/comm", pid));
+    std::string name;
+    std::getline(comm, name);
+    if (name == "attncheck-relay" || name == "attncheck-init") {
+      for (const pid_t k : children_in(fmt::format("/proc/{}", pid))) todo.push_back(k);
+    } else {
+      out.push_back(pid);
+    }
   }
   return out;
 }

@@ -86,12 +86,11 @@ const CLI::Validator kBaselineFactor(
 // string in it (a path, a field), so a few of those.
 constexpr size_t kMessageChars = 4 * kForeignTextChars;
 
-std::atomic<bool> interrupted{false};
-
-void on_interrupt(int) {
-  interrupted = true;
-  request_cancel();  // a waiting isolated call gives up within moments
-}
+// A waiting isolated call gives up within moments. The sender is noted:
+// a signal from one of the run's own workers (an implementation that
+// signals the harness) fails that implementation's call instead of ending
+// the run (core/cancel.h).
+void on_interrupt(int sig, siginfo_t* info, void*) { note_signal(sig, info ? info->si_pid : 0); }
 
 struct CheckOptions {
   std::vector<std::string> impls, plugins, python, properties;
@@ -406,7 +405,6 @@ int check_command(const CheckOptions& opt) {
   }
   if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
 
-  config.cancel = &interrupted;
   // A build without the ggml adapters says so once, on the run's output.
   if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
   FixtureErrors fixture_errors;
@@ -653,7 +651,13 @@ int run_cli(int argc, char** argv) {
   // From the start: a Ctrl-C while LibTorch or a plugin loads is exit 3 too.
   // SIGHUP (the terminal closed) and SIGUSR1/2 (whose default would end
   // the run with no report) end it as SIGINT does: exit 3, reports written.
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) std::signal(sig, on_interrupt);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_interrupt;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
   // The LibTorch adapters (attncheck_torch.so) and any other built-in
   // module load when a command needs them (a name of theirs, the default
   // set, list): LibTorch takes seconds to start. One that cannot be

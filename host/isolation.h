@@ -8,10 +8,12 @@
 // execution of this program (/proc/self/exe) in worker mode that builds
 // the implementation itself (a built-in from the registry, a plugin by
 // loading it), so the harness may hold threads (a threaded BLAS, torch) and
-// never runs foreign code. Each worker has its own process group, which the
-// harness kills whole when it is done with it; every reply carries the
-// worker's process id, and a reply from any other process (a plugin that
-// forked) stops the worker with a failure. A program that isolates must
+// never runs foreign code. Each worker runs the implementation in a kernel
+// process below a relay of attncheck's, in a PID namespace of its own where
+// the kernel allows one (host/containment.h), which the harness kills whole
+// when it is done with it; every reply carries the kernel process's id, and
+// a reply from any other process (a plugin that forked) stops the worker
+// with a failure. A program that isolates must
 // call worker_main() first thing in main().
 
 #include <cstddef>

@@ -11,13 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -120,16 +124,10 @@ std::vector<pid_t> children_of(pid_t pid) {
 }
 
 bool carries_token(pid_t pid, const std::string& token) {
-  // A process in the middle of an exec has no memory to read its
-  // environment from for a moment (the read gives nothing): it is asked
-  // again, every millisecond for at most 100 ms, while it is alive. Only
-  // the harness's children that are not workers are asked, which are none
-  // but orphans in the command line.
-  std::string env = read_proc(fmt::format("/proc/{}/environ", pid));
-  for (int k = 0; env.empty() && k < 100 && alive(pid); ++k) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    env = read_proc(fmt::format("/proc/{}/environ", pid));
-  }
+  // One read: a process whose environment is empty (cleared, or caught in
+  // an exec) is not asked again; retrying cost every later call 100 ms per
+  // such orphan. The worker's own tree is found without environments.
+  const std::string env = read_proc(fmt::format("/proc/{}/environ", pid));
   const std::string var = std::string(kWorkerTokenVar) + "=" + token;
   for (size_t at = 0; at < env.size();) {
     const size_t end = env.find('\0', at);
@@ -141,9 +139,15 @@ bool carries_token(pid_t pid, const std::string& token) {
 }
 
 std::mutex workers_mutex;
-std::set<pid_t>& workers() {
-  static std::set<pid_t> pids;
+// Each process of a worker (relay, kernel, init) and its worker's relay.
+std::map<pid_t, pid_t>& workers() {
+  static std::map<pid_t, pid_t> pids;
   return pids;
+}
+// The first signal a worker's tree sent to the harness, by relay.
+std::map<pid_t, int>& blamed() {
+  static std::map<pid_t, int> sigs;
+  return sigs;
 }
 
 bool is_worker(pid_t pid) {
@@ -153,13 +157,64 @@ bool is_worker(pid_t pid) {
 
 }  // namespace
 
-void note_worker(pid_t pid, bool live) {
+void note_worker(pid_t pid, pid_t owner) {
   std::lock_guard lock(workers_mutex);
-  if (live) {
-    workers().insert(pid);
+  if (owner > 0) {
+    workers()[pid] = owner;
   } else {
     workers().erase(pid);
+    blamed().erase(pid);
   }
+}
+
+bool blame_signal(int sig, int sender) {
+  // Up the sender's parents, at most 64 steps: a worker's process, or one
+  // below it, is the worker's; this process, init or an unreadable parent
+  // end the search (a signal of the terminal or another program).
+  pid_t p = static_cast<pid_t>(sender);
+  for (int step = 0; step < 64 && p > 1 && p != ::getpid(); ++step) {
+    {
+      std::lock_guard lock(workers_mutex);
+      if (const auto it = workers().find(p); it != workers().end()) {
+        blamed().try_emplace(it->second, sig);
+        return true;
+      }
+    }
+    char state = 0;
+    pid_t parent = 0;
+    if (!stat_of(p, &state, &parent)) return false;
+    p = parent;
+  }
+  return false;
+}
+
+int take_blamed_signal(pid_t owner) {
+  std::lock_guard lock(workers_mutex);
+  const auto it = blamed().find(owner);
+  if (it == blamed().end()) return 0;
+  const int sig = it->second;
+  blamed().erase(it);
+  return sig;
+}
+
+std::string exe_of(pid_t pid) {
+  char buf[4096];
+  const ssize_t n = ::readlink(fmt::format("/proc/{}/exe", pid).c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+uint64_t resident_bytes(const std::vector<pid_t>& pids) {
+  uint64_t total = 0;
+  for (const pid_t p : pids) {
+    const std::string s = read_proc(fmt::format("/proc/{}/status", p), 1 << 16);
+    for (const char* field : {"\nRssAnon:", "\nRssShmem:"}) {
+      const size_t at = s.find(field);
+      if (at != std::string::npos) {
+        total += static_cast<uint64_t>(std::atoll(s.c_str() + at + std::strlen(field))) << 10;
+      }
+    }
+  }
+  return total;
 }
 
 bool become_subreaper() {
@@ -172,34 +227,41 @@ std::string new_worker_token() {
   return fmt::format("{}.{}", ::getpid(), ++serial);
 }
 
-std::vector<pid_t> worker_descendants(pid_t worker, const std::string& token) {
-  std::vector<pid_t> todo = children_of(worker);
-  for (const pid_t c : children_of(::getpid())) {
-    if (c != worker && !is_worker(c) && carries_token(c, token)) todo.push_back(c);
+std::vector<pid_t> worker_descendants(const std::vector<pid_t>& roots,
+                                      const std::vector<pid_t>& skip, const std::string& token) {
+  std::set<pid_t> seen(roots.begin(), roots.end());
+  std::vector<pid_t> todo;
+  for (const pid_t r : roots)
+    for (const pid_t k : children_of(r)) todo.push_back(k);
+  if (!token.empty()) {
+    for (const pid_t c : children_of(::getpid())) {
+      if (!seen.count(c) && !is_worker(c) && carries_token(c, token)) todo.push_back(c);
+    }
   }
-  std::set<pid_t> seen;
   std::vector<pid_t> found;
   while (!todo.empty()) {
     const pid_t p = todo.back();
     todo.pop_back();
-    if (p == worker || !seen.insert(p).second) continue;
-    if (alive(p)) found.push_back(p);
+    if (!seen.insert(p).second) continue;
+    if (alive(p) && std::find(skip.begin(), skip.end(), p) == skip.end()) found.push_back(p);
     for (const pid_t k : children_of(p)) todo.push_back(k);
   }
   return found;
 }
 
-std::vector<pid_t> kill_worker_descendants(pid_t worker, const std::string& token) {
+std::vector<pid_t> kill_worker_descendants(const std::vector<pid_t>& roots,
+                                           const std::vector<pid_t>& skip,
+                                           const std::string& token) {
   std::set<pid_t> killed;
   // A process that forks as fast as it can is caught within a few rounds:
   // each round kills every parent it found, so only their last children
   // remain; 1000 rounds of 1 ms bound the whole. The search ends after
   // three empty rounds in a row, not one: a child caught between clone and
-  // exec (its parent killed inside posix_spawn) has no readable environment
-  // for that moment, and is found once its exec completes.
+  // exec (its parent killed inside posix_spawn) may be in no children list
+  // for that moment.
   int empty_rounds = 0;
   for (int round = 0; round < 1000 && empty_rounds < 3; ++round) {
-    const std::vector<pid_t> found = worker_descendants(worker, token);
+    const std::vector<pid_t> found = worker_descendants(roots, skip, token);
     empty_rounds = found.empty() ? empty_rounds + 1 : 0;
     for (const pid_t p : found) {
       ::kill(p, SIGKILL);

@@ -5,6 +5,7 @@
 #include "host/supervisor.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -81,9 +83,18 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
     self[len] = '\0';
     exe = self;
   }
-  // Orphans below the worker come back to this process, to be found and
-  // killed (process_tree.h).
+  // Orphans below a relay killed by its own kernel come back to this
+  // process, to be found and killed (process_tree.h); a signal from a
+  // worker's tree fails that worker's call instead of ending the run; and
+  // no worker, root or not (its capabilities are dropped), may open this
+  // process's /proc files (its descriptors, its memory) or ptrace it.
   become_subreaper();
+  static const bool once = [] {
+    set_signal_sender_check(&blame_signal);
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    return true;
+  }();
+  (void)once;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     throw std::runtime_error(fmt::format("isolation: socketpair: {}", std::strerror(errno)));
@@ -175,7 +186,12 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
   fd_ = sv[0];
   out_fd_ = out[0];
   pid_ = pid;
-  note_worker(pid_, true);
+  kernel_ = pid;
+  sender_pid_ = pid;
+  init_ = -1;
+  placed_ = false;
+  kernel_exe_.clear();
+  note_worker(pid_, pid_);
   memory_limit_mb_ = memory_limit_mb;
   output_.clear();
   output_bytes_ = 0;
@@ -184,19 +200,84 @@ void WorkerProcess::start(const std::string& mode, const std::string& name,
 }
 
 size_t WorkerProcess::end_tree(bool exited, int* status, rusage* usage) {
-  // What it started first, while the worker still holds them as its
-  // children; then the worker's group, the worker (unless it exited and
-  // was waited for already), and what the worker's death handed to this
-  // process.
-  std::vector<pid_t> left = kill_worker_descendants(pid_, token_);
+  // In a PID namespace: its init killed, everything in it dies (the init
+  // exits once all of it is gone), then the relay. Outside one: what the
+  // kernel started first, while the relay still holds it in its tree; then
+  // the worker's group, the relay (unless it exited and was waited for
+  // already), and what the relay's death handed to this process.
+  const std::string token = init_ > 0 ? std::string() : token_;
+  std::vector<pid_t> left = descendants();
+  if (init_ > 0) ::kill(init_, SIGKILL);
+  for (const pid_t p : kill_worker_descendants(roots(), {}, token)) left.push_back(p);
   ::kill(-pid_, SIGKILL);
   if (!exited) {
     ::kill(pid_, SIGKILL);
     ::wait4(pid_, status, 0, usage);
   }
-  for (const pid_t p : kill_worker_descendants(pid_, token_)) left.push_back(p);
+  if (init_ > 0) {
+    reap_adopted({init_});
+    note_worker(init_, 0);
+  } else {
+    for (const pid_t p : kill_worker_descendants({pid_}, {}, token)) left.push_back(p);
+  }
   reap_adopted(left);
+  std::sort(left.begin(), left.end());
+  left.erase(std::unique(left.begin(), left.end()), left.end());
+  left.erase(std::remove(left.begin(), left.end(), kernel_), left.end());
   return left.size();
+}
+
+std::vector<pid_t> WorkerProcess::roots() const {
+  std::vector<pid_t> r = {pid_};
+  if (init_ > 0) r.push_back(init_);
+  return r;
+}
+
+void WorkerProcess::place(uint8_t kind, Reader& r) {
+  if (kind != kContained && kind != kUncontained) {
+    throw WireError("the worker's first message was not its relay's");
+  }
+  const auto pid_of = [&r] {
+    const auto p = r.get<int32_t>();
+    if (p <= 0) throw WireError(fmt::format("a process id of {}", p));
+    return static_cast<pid_t>(p);
+  };
+  if (kind == kContained) {
+    init_ = pid_of();
+    kernel_ = pid_of();
+    sender_pid_ = pid_of();
+    note_worker(init_, pid_);
+  } else {
+    kernel_ = pid_of();
+    sender_pid_ = kernel_;
+    const std::string why = r.get_str();
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      fmt::print(stderr,
+                 "note: workers run without a PID namespace of their own here ({}): what an "
+                 "implementation starts is found by its worker's process tree, and is not "
+                 "contained if it kills its worker's relay (docs/isolation.md)\n",
+                 printable(why, 200));
+    }
+  }
+  r.expect_end();
+  note_worker(kernel_, pid_);
+  placed_ = true;
+  kernel_exe_ = exe_of(kernel_);
+  if (::clock_getcpuclockid(kernel_, &cpu_clock_) != 0) cpu_clock_ = -1;
+}
+
+double WorkerProcess::memory_mb() const {
+  if (pid_ <= 0 || !placed_) return 0;
+  std::vector<pid_t> tree = worker_descendants(roots(), {}, "");
+  tree.erase(std::remove(tree.begin(), tree.end(), init_), tree.end());
+  return static_cast<double>(resident_bytes(tree)) / double(1 << 20);
+}
+
+std::string WorkerProcess::replaced_program() const {
+  if (!placed_ || kernel_exe_.empty()) return {};
+  const std::string now = exe_of(kernel_);
+  return !now.empty() && now != kernel_exe_ ? now : std::string();
 }
 
 int WorkerProcess::stop() {
@@ -240,6 +321,8 @@ std::string WorkerProcess::reap() {
   std::string how;
   if (WIFEXITED(status) && WEXITSTATUS(status) == kChannelLostExit) {
     how = "closed the worker's channel to the harness (file descriptor 3)";
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == kChannelReplacedExit) {
+    how = "replaced the worker's channel to the harness (file descriptor 3) with another file";
   } else {
     how = how_it_ended(status);
   }
@@ -295,11 +378,18 @@ std::string WorkerProcess::take_output() {
 }
 
 std::vector<pid_t> WorkerProcess::descendants() const {
-  return pid_ > 0 ? worker_descendants(pid_, token_) : std::vector<pid_t>{};
+  if (pid_ <= 0) return {};
+  // Below the relay and the init, but the kernel process and the init;
+  // outside a namespace also the orphans that came to this process.
+  return worker_descendants(roots(), {kernel_, init_}, init_ > 0 ? std::string() : token_);
 }
 
 void WorkerProcess::forget() {
-  note_worker(pid_, false);
+  note_worker(pid_, 0);
+  note_worker(kernel_, 0);
+  if (init_ > 0) note_worker(init_, 0);
+  init_ = kernel_ = sender_pid_ = -1;
+  placed_ = false;
   if (fd_ >= 0) ::close(fd_);
   if (out_fd_ >= 0) ::close(out_fd_);
   pid_ = -1;
@@ -317,39 +407,114 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// How often a call's memory is measured (the watchdog of --memory-limit-mb).
+constexpr double kMemoryCheckMs = 10;
+
+// One exchange of exchange(): the ways it ends, and the checks made while
+// it waits.
+class Exchange {
+ public:
+  Exchange(WorkerProcess& worker, const char* what) : worker_(worker), what_(what) {}
+
+  Death died() {
+    if (Death d; exec_death(d)) return d;
+    const std::string how = worker_.reap();
+    return {Death::Kind::died,
+            fmt::format("the implementation {} during {} (it ran in a worker process; the next "
+                        "call starts a fresh one){}",
+                        how, what_, worker_.take_output()),
+            worker_.last_signal()};
+  }
+  Death stopped(Death::Kind kind, const std::string& message) {
+    std::string output = worker_.take_output();
+    worker_.stop();
+    return {kind, message + output};
+  }
+  Death hung(const std::string& why, const std::string& partial) {
+    if (Death d; exec_death(d)) return d;
+    // A frame that began and never ended is what was written, not a hang.
+    if (!partial.empty()) {
+      return malformed(fmt::format("a frame cut short: {} byte{} of it, then nothing",
+                                   partial.size(), partial.size() == 1 ? "" : "s"));
+    }
+    return stopped(Death::Kind::hung,
+                   fmt::format("{} did not return: {}; the worker process was killed "
+                               "(a hang, or raise --timeout-ms)",
+                               what_, why));
+  }
+  Death malformed(const std::string& why) {
+    return stopped(Death::Kind::died,
+                   fmt::format("the worker sent a malformed reply during {} ({}; something in "
+                               "it wrote to its channel)",
+                               what_, why));
+  }
+
+  // What the worker did that ends the call while it waits: a signal its
+  // tree sent to the harness, memory past its limit.
+  std::optional<Death> misdeed() {
+    cancel_requested();  // resolves the signals received so far
+    if (const int sig = take_blamed_signal(worker_.pid())) {
+      const char* abbrev = sigabbrev_np(sig);
+      return stopped(Death::Kind::died,
+                     fmt::format("the implementation sent SIG{} (signal {}) to the harness during "
+                                 "{} (a signal from a worker never ends the run); the worker and "
+                                 "every process it started were killed",
+                                 abbrev ? abbrev : "?", sig, what_));
+    }
+    const int64_t limit = worker_.memory_limit_mb();
+    if (limit <= 0 || kSanitizedBuild || ms_since(memory_checked_) < kMemoryCheckMs) return {};
+    memory_checked_ = Clock::now();
+    if (const double mb = worker_.memory_mb(); mb > static_cast<double>(limit)) {
+      return stopped(Death::Kind::died,
+                     fmt::format("the implementation used {:.0f} MiB of memory during {}, its "
+                                 "limit being {} MiB (--memory-limit-mb: resident anonymous and "
+                                 "shared memory of the worker and every process it started); "
+                                 "the worker was killed",
+                                 mb, what_, limit));
+    }
+    return {};
+  }
+
+  // A call must not begin with bytes already in the channel: written
+  // between calls (a thread of the implementation), they would be read as
+  // this call's answer.
+  std::optional<Death> written_between_calls() {
+    char probe[64];
+    const ssize_t k = ::recv(worker_.fd(), probe, sizeof probe, MSG_DONTWAIT | MSG_PEEK);
+    if (k <= 0) return {};
+    return malformed(fmt::format("bytes written to the channel between calls, before {} was "
+                                 "sent",
+                                 what_));
+  }
+
+ private:
+  bool exec_death(Death& d) {
+    const std::string program = worker_.replaced_program();
+    if (program.empty()) return false;
+    d = stopped(Death::Kind::died,
+                fmt::format("the implementation replaced the worker's program with {} (execve) "
+                            "during {}; the worker and every process it started were killed",
+                            printable(program, 200), what_));
+    return true;
+  }
+
+  WorkerProcess& worker_;
+  const char* what_;
+  Clock::time_point memory_checked_{};
+};
+
 }  // namespace
 
 std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::string* request,
                                           CallLimits limits, const char* what,
                                           uint64_t max_reply) {
   if (max_reply == 0 || max_reply > kMaxFrameBytes) max_reply = kMaxFrameBytes;
-  const auto died = [&]() -> Death {
-    const std::string how = worker.reap();
-    return {Death::Kind::died,
-            fmt::format("the implementation {} during {} (it ran in a worker process; the next "
-                        "call starts a fresh one){}",
-                        how, what, worker.take_output()),
-            worker.last_signal()};
-  };
-  const auto stopped = [&](Death::Kind kind, const std::string& message) -> Death {
-    std::string output = worker.take_output();
-    worker.stop();
-    return {kind, message + output};
-  };
-  const auto hung = [&](const std::string& why) -> Death {
-    return stopped(Death::Kind::hung,
-                   fmt::format("{} did not return: {}; the worker process was killed "
-                               "(a hang, or raise --timeout-ms)",
-                               what, why));
-  };
-  const auto malformed = [&](const std::string& why) -> Death {
-    return stopped(Death::Kind::died,
-                   fmt::format("the worker sent a malformed reply during {} ({}; something in "
-                               "it wrote to its channel)",
-                               what, why));
-  };
+  Exchange x(worker, what);
   worker.drain_output();
   worker.take_output();  // what it wrote between calls is not this call's
+  if (request) {
+    if (auto d = x.written_between_calls()) return *d;
+  }
   // Phase one, request sent and acknowledged: a bound of its own that no
   // message moves. Reading and decoding a real-size problem (a gigabyte of
   // first-touched memory, seconds of CPU on some machines) is not the
@@ -375,15 +540,17 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
       worker.stop();
       return Death{Death::Kind::cancelled, "interrupted"};
     }
+    if (auto d = x.misdeed()) return *d;
     if (!running && ms_since(pre_start) > pre_ms) {
-      return hung(fmt::format("the worker did not take the request within {:.0f} ms (it was "
-                              "stopped, blocked or busy between calls)",
-                              pre_ms));
+      return x.hung(fmt::format("the worker did not take the request within {:.0f} ms (it was "
+                                "stopped, blocked or busy between calls)",
+                                pre_ms),
+                    buf);
     }
     pollfd pfd[2] = {{worker.fd(), static_cast<short>(POLLIN | (sent < to_send ? POLLOUT : 0)), 0},
                      {worker.output_fd(), POLLIN, 0}};
     const int ready = ::poll(pfd, 2, 20);
-    if (ready < 0 && errno != EINTR) return died();
+    if (ready < 0 && errno != EINTR) return x.died();
     if (ready > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) worker.drain_output();
     if (ready > 0 && sent < to_send && (pfd[0].revents & POLLOUT)) {
       const char* from = sent < sizeof length
@@ -394,41 +561,63 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
       if (k > 0) {
         sent += static_cast<size_t>(k);
       } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return died();
+        return x.died();
       }
     }
     if (ready > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       const ssize_t k = ::read(worker.fd(), chunk.data(), chunk.size());
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (k <= 0) return died();
+      if (k <= 0) return x.died();
       buf.append(chunk.data(), static_cast<size_t>(k));
-      // The frames in buf: the worker's "received" (once, after the whole
-      // request), then its reply, which must be the last bytes.
+      // The frames in buf: the relay's first message (once, at start-up),
+      // the worker's "received" (once, after the whole request), then its
+      // reply, which must be the last bytes.
+      constexpr size_t kHead = sizeof(uint64_t) + sizeof(int32_t);
       while (buf.size() >= sizeof(uint64_t)) {
         uint64_t need = 0;
         std::memcpy(&need, buf.data(), sizeof need);
-        if (need < sizeof(int32_t) + 1) return malformed("a frame too short to be a reply");
+        if (need < sizeof(int32_t) + 1) return x.malformed("a frame too short to be a reply");
         if (need > max_reply + sizeof(int32_t)) {
-          return malformed(fmt::format("a reply of {} bytes, more than the call can produce ({})",
-                                       need, max_reply));
+          return x.malformed(fmt::format(
+              "a reply of {} bytes, more than the call can produce ({})", need, max_reply));
         }
         need += sizeof(uint64_t);
         if (buf.size() < need) break;
         int32_t sender = 0;
         std::memcpy(&sender, buf.data() + sizeof(uint64_t), sizeof sender);
-        const auto kind = static_cast<uint8_t>(buf[sizeof(uint64_t) + sizeof(int32_t)]);
+        const auto kind = static_cast<uint8_t>(buf[kHead]);
+        if (!worker.placed()) {
+          const std::string body = buf.substr(kHead + 1, need - kHead - 1);
+          try {
+            if (sender != worker.pid()) throw WireError("a message before the relay's");
+            Reader r(body);
+            worker.place(kind, r);
+          } catch (const std::exception& e) {
+            return x.malformed(e.what());
+          }
+          buf.erase(0, need);
+          continue;
+        }
         const bool received = kind == kReceived;
-        if (sender != worker.pid() || (!received && buf.size() > need)) {
-          return stopped(Death::Kind::died,
-                         fmt::format("a second process (pid {}) answered during {}: the "
-                                     "implementation forked; the worker and every process it "
-                                     "started were stopped",
-                                     sender, what));
+        if (sender == worker.sender_pid() && !received && buf.size() > need) {
+          return x.malformed("more than one reply to one request");
+        }
+        if (sender != worker.sender_pid()) {
+          return x.stopped(Death::Kind::died,
+                           fmt::format("a second process (pid {}) answered during {}: the "
+                                       "implementation forked; the worker and every process it "
+                                       "started were stopped",
+                                       sender, what));
         }
         if (received && (running || sent < to_send)) {
-          return malformed(running ? "a second \"received\"" : "\"received\" before the request");
+          return x.malformed(running ? "a second \"received\""
+                                     : "\"received\" before the request");
         }
-        if (!received) return buf.substr(sizeof(uint64_t) + sizeof(int32_t));
+        if (!received) {
+          if (!running) return x.malformed("a reply before the worker took the request");
+          if (auto d = x.misdeed()) return *d;
+          return buf.substr(kHead);
+        }
         buf.erase(0, need);
         running = true;
         cpu_start = worker.cpu_ms();
@@ -439,19 +628,21 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
     const double cpu = worker.cpu_ms() - cpu_start;
     const double wall = ms_since(wall_start);
     if (limits.cpu_ms > 0 && cpu > limits.cpu_ms) {
-      return hung(fmt::format("it used more than {:.0f} ms of CPU time (--timeout-ms)",
-                              limits.cpu_ms));
+      return x.hung(fmt::format("it used more than {:.0f} ms of CPU time (--timeout-ms)",
+                                limits.cpu_ms),
+                    buf);
     }
     if (limits.wall_ms > 0 && wall > limits.wall_ms) {
-      return hung(fmt::format("it took more than {:.0f} ms of wall time", limits.wall_ms));
+      return x.hung(fmt::format("it took more than {:.0f} ms of wall time", limits.wall_ms), buf);
     }
     // Blocked, not starved: a call that waits for a core on a loaded
     // machine still gets about cores / load of one, far above this share.
     if (limits.cpu_ms > 0 && wall > kWallTimeoutFactor * limits.cpu_ms &&
         cpu < kBlockedCpuShare * wall) {
-      return hung(fmt::format("it was blocked for {:.0f} ms of wall time (over {} x "
-                              "--timeout-ms) while using {:.0f} ms of CPU time",
-                              wall, kWallTimeoutFactor, cpu));
+      return x.hung(fmt::format("it was blocked for {:.0f} ms of wall time (over {} x "
+                                "--timeout-ms) while using {:.0f} ms of CPU time",
+                                wall, kWallTimeoutFactor, cpu),
+                    buf);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "host/isolation.h"
+#include "host/wire.h"
 
 namespace attncheck::host_detail {
 
@@ -38,7 +39,9 @@ class WorkerProcess {
   /// /dev/null, stdout and stderr into a pipe the harness reads (the
   /// worker's output never mixes with the harness's), no core files, at
   /// most `memory_limit_mb` MiB of memory (0: no limit), and a token
-  /// (host/process_tree.h) its descendants inherit. Throws
+  /// (host/process_tree.h) its descendants inherit. The process started is
+  /// the worker's relay; the implementation runs in the kernel process it
+  /// forks (host/containment.h), which the first exchange places. Throws
   /// std::logic_error when this program cannot host workers,
   /// std::runtime_error when the process cannot be started.
   void start(const std::string& mode, const std::string& name, const std::string& path,
@@ -73,6 +76,24 @@ class WorkerProcess {
   /// The processes the worker started that are still running.
   std::vector<pid_t> descendants() const;
 
+  /// Takes the relay's first message (kContained or kUncontained, `r` read
+  /// past its kind): where the kernel process and the init are. Throws
+  /// WireError when it is not one.
+  void place(uint8_t kind, Reader& r);
+  /// True once place() took the relay's message.
+  bool placed() const { return placed_; }
+  /// The process id the kernel process puts in its replies (its own id
+  /// inside its namespace).
+  pid_t sender_pid() const { return sender_pid_; }
+  /// Resident anonymous and shared memory of the kernel process and every
+  /// process it started, in MiB.
+  double memory_mb() const;
+  /// The memory limit the worker runs under, in MiB (0: none).
+  int64_t memory_limit_mb() const { return memory_limit_mb_; }
+  /// The program the kernel process runs now, when it is no longer the one
+  /// it started with (the implementation called execve); else "".
+  std::string replaced_program() const;
+
   int fd() const { return fd_; }
   int output_fd() const { return out_fd_; }
   pid_t pid() const { return pid_; }
@@ -84,8 +105,16 @@ class WorkerProcess {
   // into status and usage; reaps what was adopted. Returns how many
   // processes other than the worker were killed.
   size_t end_tree(bool exited, int* status, rusage* usage);
+  // The relay and, in a namespace, its init: every process of the worker
+  // is below them.
+  std::vector<pid_t> roots() const;
 
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;      // the relay, the harness's child
+  pid_t kernel_ = -1;   // the kernel process, below the relay
+  pid_t init_ = -1;     // its PID namespace's init, or -1 without one
+  pid_t sender_pid_ = -1;
+  bool placed_ = false;
+  std::string kernel_exe_;
   int fd_ = -1;
   int out_fd_ = -1;
   std::string token_;

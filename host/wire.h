@@ -34,6 +34,23 @@ inline constexpr const char* kWorkerMemoryVar = "ATTNCHECK_WORKER_MEMORY_MB";
 /// reply because its channel's descriptor was closed under it (by the
 /// implementation), not by the harness.
 inline constexpr int kChannelLostExit = 121;
+/// The exit status of a worker whose channel's descriptor was replaced by
+/// another file (a dup2 onto it) by the implementation.
+inline constexpr int kChannelReplacedExit = 122;
+/// True in a sanitizer's build: the memory limit is not applied there (the
+/// sanitizer's shadow memory would count).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
 /// The largest frame either end accepts: a garbage length ends the
 /// exchange, never becomes an allocation.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
@@ -53,6 +70,12 @@ enum Reply : uint8_t {
   kInputError = 7,  // the plugin could not be loaded (describe mode)
   kReady = 8,       // the worker has built its implementation
   kReceived = 9,    // the worker has decoded the request; the call starts now
+  // The relay's first message, before any code of the implementation is
+  // loaded (host/containment.h): the init's pid, the kernel process's pid
+  // and the pid it says in its replies (its pid inside the namespace) ...
+  kContained = 10,
+  // ... or, without a PID namespace, the kernel process's pid and why.
+  kUncontained = 11,
 };
 
 /// Writes the whole frame; false when the peer is gone (never SIGPIPE).

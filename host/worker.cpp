@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "attncheck/dtype.h"
+#include "host/containment.h"
 #include "host/isolation.h"
 #include "host/modules.h"
 #include "host/plugin_loader.h"
@@ -61,7 +62,7 @@ void reply(int fd, const Writer& w) {
   Writer framed;
   framed.put<int32_t>(worker_pid);
   std::string payload = framed.bytes() + w.bytes();
-  if (!send_frame(fd, payload)) _exit(errno == EBADF ? kChannelLostExit : 0);
+  if (!send_frame(fd, payload)) _exit(channel_failure_exit());
 }
 
 Writer error_reply(Reply kind, const std::string& what) {
@@ -116,12 +117,10 @@ Writer answer(const Implementation& impl, std::string&& request,
 [[noreturn]] void serve(int fd, const Implementation& impl) {
   for (;;) {
     uint64_t n = 0;
-    if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) {
-      _exit(errno == EBADF ? kChannelLostExit : 0);
-    }
+    if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) _exit(channel_failure_exit());
     if (n > kMaxFrameBytes) _exit(4);
     std::string request(n, '\0');
-    if (!read_exact(fd, request.data(), n)) _exit(0);
+    if (!read_exact(fd, request.data(), n)) _exit(channel_failure_exit());
     forked = false;
     Writer w;
     std::unique_ptr<Problem> problem;
@@ -218,21 +217,9 @@ std::shared_ptr<const Implementation> build(const std::string& mode, const std::
 void limit_resources() {
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-  constexpr bool sanitized = true;
-#else
-  constexpr bool sanitized = false;
-#endif
-#else
-  constexpr bool sanitized = false;
-#endif
   const char* mb = std::getenv(kWorkerMemoryVar);
   const long long limit = mb ? std::atoll(mb) : 0;
-  if (!sanitized && limit > 0) {
+  if (!kSanitizedBuild && limit > 0) {
     memory_limit_mb = limit;
     const auto bytes = static_cast<rlim_t>(limit) << 20;
     const rlimit data{bytes, bytes};
@@ -249,7 +236,12 @@ void limit_resources() {
 int run_worker(int argc, char** argv) {
   if (argc != 6) return 2;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != static_cast<pid_t>(std::atoll(argv[2]))) return 0;  // orphaned already
+  const auto harness = static_cast<pid_t>(std::atoll(argv[2]));
+  if (::getppid() != harness) return 0;  // orphaned already
+  // From here on this is the kernel process, below the worker's relay, in
+  // a PID namespace of its own where the kernel allows one, with no
+  // capabilities; the relay and the init never come back.
+  contain_worker(harness);
   limit_resources();
   worker_pid = ::getpid();
   ::pthread_atfork(on_fork_prepare, nullptr, nullptr);
@@ -266,6 +258,12 @@ int run_worker(int argc, char** argv) {
         w = error_reply(kInputError, e.what());
       }
       reply(kWorkerFd, w);
+      // Alive until the harness is done with it: its relay ends whatever
+      // the loading started once it exits, and the harness looks for that
+      // first (a constructor's daemon refuses the file).
+      char byte;
+      while (::read(kWorkerFd, &byte, 1) > 0) {
+      }
       _exit(0);
     }
     const auto impl = build(mode, name, path);

@@ -49,7 +49,12 @@ class InterruptScope {
   InterruptScope() {
     reset_cancel();
     struct sigaction sa {};
-    sa.sa_handler = [](int) { request_cancel(); };
+    // The sender is noted: a SIGINT from one of the run's own workers fails
+    // that implementation's call instead (core/cancel.h).
+    sa.sa_sigaction = [](int sig, siginfo_t* info, void*) {
+      note_signal(sig, info ? info->si_pid : 0);
+    };
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, &old_);
   }

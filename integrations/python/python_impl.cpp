@@ -30,6 +30,13 @@ std::vector<double> doubles(const py::handle& h) {
 [[noreturn]] void rethrow(py::error_already_set& e) {
   const std::string what = py::str(e.value());
   if (e.matches(bridge().attr("ContractError"))) throw PluginContractError(what);
+  // What the bridge does not format (it catches Exception): a
+  // KeyboardInterrupt, a SystemExit, a bare BaseException, named by type
+  // with its message ("SystemExit: 0", "KeyboardInterrupt").
+  if (!e.matches(PyExc_Exception)) {
+    const std::string type = py::str(e.type().attr("__name__"));
+    throw std::runtime_error(what.empty() ? type : type + ": " + what);
+  }
   throw std::runtime_error(what);
 }
 

@@ -79,3 +79,21 @@ set_tests_properties(isolation.hang_keeps_verdicts PROPERTIES LABELS fast)
 add_test(NAME host.modules_on_demand COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/modules_on_demand_test.sh
   $<TARGET_FILE:attncheck>)
 set_tests_properties(host.modules_on_demand PROPERTIES LABELS fast)
+
+# Issue 50's containment (tests/host/plugins/contain.c): daemons that
+# clear or scrub their environment, a harness killed mid-call, signals sent
+# to the harness, privileges, memory in every kind of mapping, the wire's
+# misuses; each in a PID namespace and in the fallback without one.
+attncheck_test_plugin(plugin_contain ${CMAKE_CURRENT_LIST_DIR}/plugins/contain.c)
+attncheck_test_plugin(plugin_contain_ctor ${CMAKE_CURRENT_LIST_DIR}/plugins/contain.c
+  CONTAIN_CTOR_WRITES)
+foreach(p plugin_contain plugin_contain_ctor)
+  target_link_libraries(${p} PRIVATE m)
+  set_target_properties(${p} PROPERTIES C_EXTENSIONS ON)
+endforeach()
+foreach(mode namespace fallback)
+  add_test(NAME isolation.containment.${mode} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/containment_test.sh
+    $<TARGET_FILE:attncheck> $<TARGET_FILE:plugin_contain> $<TARGET_FILE:plugin_contain_ctor> ${mode}
+    ${attncheck_sanitized})
+  set_tests_properties(isolation.containment.${mode} PROPERTIES LABELS fast TIMEOUT 120)
+endforeach()

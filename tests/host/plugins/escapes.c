@@ -54,7 +54,9 @@ static char main_state(void) {
   FILE* f;
   size_t n;
   char* close;
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+  /* The leader's stat, the main thread's state (getpid() is the pid in the
+   * worker's PID namespace, not /proc's). */
+  snprintf(path, sizeof path, "/proc/self/stat");
   f = fopen(path, "r");
   if (!f) return '?';
   n = fread(buf, 1, sizeof buf - 1, f);
