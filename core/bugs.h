@@ -92,6 +92,9 @@ namespace attncheck::bugs {
   X(computed_in_bf16, \
     "output fits bf16 arithmetic's tolerance but not the declared f32 one " \
     "(computed in bf16?)") \
+  X(q_rounded_to_f16, \
+    "output matches attention with Q rounded to f16 (Q rounded to K's f16 " \
+    "before q.k without declaring q_cast?)") \
   X(f16_pv_sum_overflow, \
     "output is inf or beyond f16's range only where the unnormalised sum of " \
     "exp(s_j - m) v_j leaves f16's range on an f16-V path (the P.V sum kept " \
@@ -158,6 +161,9 @@ namespace attncheck::bugs {
   X(broken_gqa_big_groups, kv_head_modulo, \
     "GQA groups larger than 2 with several K/V heads read K/V head h % " \
     "kv_heads instead of h / (heads / kv_heads)") \
+  X(broken_gqa_group8, kv_head_modulo, \
+    "GQA groups of 8 or more with several K/V heads (16/2, 64/8) read K/V " \
+    "head h % kv_heads instead of h / (heads / kv_heads)") \
   X(broken_finite_mask_fill, finite_mask_fill, \
     "disallowed scores filled with -20 instead of -inf, so masked keys get " \
     "nonzero weight") \
@@ -174,7 +180,9 @@ namespace attncheck::bugs {
     "its exp returns 0 below 2^-100 (e^-69.3) while declaring no flush: " \
     "weights of keys 70 or more below the row's max vanish") \
   X(broken_f64_in_f32, computed_in_f32, \
-    "declares f64 and f64 accumulation but computes everything in float")
+    "declares f64 and f64 accumulation but computes everything in float") \
+  X(broken_q_f16_undeclared, q_rounded_to_f16, \
+    "rounds Q to f16 before q.k (K/V in f16) but declares no q_cast")
 
 /// A bug class of the catalogue.
 enum class Bug {

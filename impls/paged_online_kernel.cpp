@@ -310,10 +310,12 @@ ForwardResult paged_online_forward(const Problem& p, const PagedOptions& o) {
         }
         for (size_t d = 0; d < q.size(); ++d)
           q[d] = static_cast<float>(read.q(sb, h, i, static_cast<int64_t>(d)));
+        const bool row_sink =
+            has_sink && !(o.sink_in_block0 && !keys.empty() && keys.front() >= kPagedKeyBlock);
         if (!split || keys.size() <= static_cast<size_t>(kPagedSplitKeys)) {
-          pass.run(row_state, 0, keys.size(), sb, g, has_sink, sink);
+          pass.run(row_state, 0, keys.size(), sb, g, row_sink, sink);
         } else {
-          pass.run_split(row_state, sb, g, has_sink, sink);
+          pass.run_split(row_state, sb, g, row_sink, sink);
         }
         write_row(p, o, v_descale, sb, h, i, row_state, r);
       }

@@ -106,6 +106,10 @@ struct PagedOptions {
   /// The block table's row stride taken from the lengths (ceil of the
   /// longest seqlens_k over page_size) instead of block_table_stride.
   bool block_table_stride_from_lengths = false;
+  /// The sink folded into the state of key block 0 (keys 0 to 15): a row
+  /// whose band starts past that block (a sliding window lets the kernel
+  /// skip it) never adds the sink.
+  bool sink_in_block0 = false;
 };
 
 /// Per query (b, h, i), in float: the sequence's key band (causal and

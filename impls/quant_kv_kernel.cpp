@@ -76,9 +76,23 @@ std::vector<unsigned char> encode_rows(const Problem& p, DType kv, bool values) 
 
 // Q row quantized to q8_0 as ggml does (quantize_row_q8_0_ref), kept as
 // its bytes' parts: the stored f16 scales in float and the integers.
-std::vector<ReadBlock> quantize_query(const std::vector<float>& q) {
+std::vector<ReadBlock> quantize_query(const std::vector<float>& q, bool per_row) {
   const auto nb = static_cast<int64_t>(q.size()) / kBlockValues;
   std::vector<ReadBlock> blocks(static_cast<size_t>(nb));
+  if (per_row) {  // q_scale_per_row: d = amax / 127 over the row, as ggml computes it per block
+    float amax = 0;
+    for (float x : q) amax = std::max(amax, std::fabs(x));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    for (int64_t c = 0; c < nb; ++c) {
+      ReadBlock& r = blocks[static_cast<size_t>(c)];
+      r.d = static_cast<float>(round_to(DType::f16, d));
+      for (int64_t t = 0; t < kBlockValues; ++t)
+        r.n[static_cast<size_t>(t)] = static_cast<int>(
+            std::lround(q[static_cast<size_t>(c * kBlockValues + t)] * id));
+    }
+    return blocks;
+  }
   std::array<double, kBlockValues> x{};
   for (int64_t c = 0; c < nb; ++c) {
     for (int64_t t = 0; t < kBlockValues; ++t)
@@ -124,7 +138,7 @@ ForwardResult quant_kv_forward(const Problem& p, const QuantKvOptions& o) {
         for (int64_t t = 0; t < p.dk; ++t)
           q[static_cast<size_t>(t)] = static_cast<float>(p.q_at(b, h, i, t));
         std::vector<ReadBlock> qb;
-        if (o.quantize_q) qb = quantize_query(q);
+        if (o.quantize_q) qb = quantize_query(q, o.q_scale_per_row);
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < p.tk; ++j) {
           const auto jj = static_cast<size_t>(j);

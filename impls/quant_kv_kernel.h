@@ -36,6 +36,12 @@ struct QuantKvOptions {
   /// A K or V row of several blocks loses its last block (a loop bound of
   /// nb - 1 in the kernel's many-block path; one block is handled apart).
   bool last_block_dropped = false;
+  /// With quantize_q: one q8_0 scale for the whole Q row (its largest
+  /// magnitude / 127) instead of one per block of 32, every block's
+  /// integers rounded against it. Right for rows of one block, and close
+  /// wherever the row's blocks have the same magnitude; a small block
+  /// beside a large one rounds to a few steps or to 0.
+  bool q_scale_per_row = false;
 };
 
 /// Per query, in float, on K/V that the kernel first encodes into ggml's

@@ -269,6 +269,31 @@ AlternativeFn computed_in(DType declared_accum, DType lower) {
   };
 }
 
+// Q rounded to f16 before q.k where the declaration rounds it to nothing
+// coarser (q_cast unset or wider): the problem with Q's values rounded,
+// judged by the declared traits. Nothing changes where every Q value is an
+// f16 already (the plain grids of the draws).
+std::optional<Alternative> q_rounded_to_f16(const Problem& p, const OracleResult&,
+                                            const PrecisionTraits& declared) {
+  if (declared.q_cast_kv) return std::nullopt;
+  if (declared.q_cast && *declared.q_cast != DType::f32 && *declared.q_cast != DType::f64) {
+    return std::nullopt;
+  }
+  Problem a = p;
+  bool changed = false;
+  for (double& x : a.q.data) {
+    const double r = round_to(DType::f16, x);
+    changed = changed || r != x;
+    x = r;
+  }
+  if (!changed) return std::nullopt;
+  Alternative alt;
+  alt.result = oracle(a);
+  alt.problem = std::move(a);
+  alt.traits = declared;
+  return alt;
+}
+
 bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
 
 // The correct values judged as if every format flushed (SPEC 4: results
@@ -541,6 +566,7 @@ std::vector<Hypothesis> make_table() {
       {Bug::small_exps_dropped, nullptr, small_exps_dropped},
       {Bug::computed_in_f32, computed_in(DType::f64, DType::f32)},
       {Bug::computed_in_bf16, computed_in(DType::f32, DType::bf16)},
+      {Bug::q_rounded_to_f16, q_rounded_to_f16},
       {Bug::f16_pv_sum_overflow, nullptr, {}, f16_pv_sum_overflows},
       {Bug::f16_pv_sum_rounding, nullptr, {},
        [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::f16); }},

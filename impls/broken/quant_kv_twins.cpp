@@ -47,6 +47,17 @@ ATTNCHECK_REGISTER_IMPL(twin("broken_q_scale_from_k_block",
                              {DType::q8_0, DType::q4_0},
                              {.quantize_q = true, .q_scale_from_k_block = true}));
 
+// Issue 51: a per-row Q scale loses nothing where every block of a row has
+// the magnitude of the others, as the plain draws had; the block model of
+// the real-size values (a row with one large block and small ones) shows
+// it: the small blocks round to 0.
+ATTNCHECK_REGISTER_IMPL(twin("broken_q8_scale_per_row",
+                             "quant_kv_q8_f32 quantizing each Q row to q8_0 with one scale for "
+                             "the row (its largest magnitude / 127) instead of one per block of "
+                             "32",
+                             {DType::q8_0, DType::q4_0},
+                             {.quantize_q = true, .q_scale_per_row = true}));
+
 ATTNCHECK_REGISTER_IMPL(twin("broken_q4_offset_forgotten",
                              "quant_kv_f32 taking q4_0's nibble as the integer, without its -8 "
                              "offset",

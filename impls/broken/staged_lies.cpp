@@ -34,6 +34,23 @@ std::shared_ptr<const Implementation> declared_f32() {
 
 ATTNCHECK_REGISTER_IMPL(declared_f32());
 
+// Rounds Q to f16 before q.k (as ggml rounds it to K's format) but
+// declares no q_cast: right wherever Q holds f16 values, as every
+// real-size value did before the full-mantissa Q of issue 51.
+std::shared_ptr<const Implementation> q_f16_undeclared() {
+  ImplInfo info = broken_info(bugs::Twin::broken_q_f16_undeclared, "MatchesOracle",
+                              kStagedFeatures);
+  info.dtypes = 0;
+  info.combos = {{DType::f32, DType::f16, DType::f32}};
+  info.precision = staged_precision(StagedArithmetic{});
+  StagedArithmetic a;
+  a.q_cast = DType::f16;
+  return std::make_shared<FunctionImpl>(std::move(info),
+                                        [a](const Problem& p) { return staged_forward(p, a); });
+}
+
+ATTNCHECK_REGISTER_IMPL(q_f16_undeclared());
+
 // Takes the f16 path always but says it took the f32 one.
 class WrongPath : public Implementation {
  public:

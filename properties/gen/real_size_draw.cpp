@@ -12,6 +12,7 @@
 #include "properties/gen/draws.h"
 #include "properties/gen/empty_rows.h"
 #include "properties/gen/value_regimes.h"
+#include "properties/seeds.h"
 
 namespace attncheck::gen::detail {
 namespace {
@@ -50,6 +51,51 @@ double seeded_value(Regime regime, uint64_t h, int large_exponent) {
       return s * 0x1p-6;
     }
   }
+}
+
+// A value with a full f32 significand (issue 51): x's plain value times
+// 1 + m 2^-23, m < 2^13 drawn from the element's hash, rounded to f32.
+// The plain values have at most 9 significant bits, so every one is an
+// f16 and a kernel that rounds an f32 Q to a 16-bit format (f16 or bf16)
+// computes exactly; with the extra bits its rounding moves each element
+// by up to 2^-11 of it, far beyond f32's 2^-24 and within every
+// tolerance of a q_cast that declares the rounding (SPEC 4.1).
+double full_mantissa(uint64_t x, double v) {
+  const auto m = static_cast<double>(mix(x ^ 0xF0F0ull) & 0x1FFF);
+  return v * (1 + std::ldexp(m, -23));
+}
+
+// The block model of Q and K (issue 51) where K/V are a block format and
+// a row holds two blocks or more: per batch entry one block of 32
+// channels L is Q's outlier block, Q's elements about 1 there and about
+// 2^-9 elsewhere, the sign alternating from block to block; K the other
+// way round (about 2^-9 in block L, about +-1 elsewhere, signs drawn).
+// A q8_0 Q with one scale per block (SPEC 1.2) keeps the small blocks to
+// 2^-16 of their size; one scale per row (the largest / 127, half a step
+// 2^-7.8) rounds every small element to 0, and the scores lose their
+// whole variation across keys. The tolerance's Q8_0 term charges each
+// block by its own scale (SPEC 4.1), so a correct kernel stays far within.
+void apply_block_model(Problem& p, const SizeShape& s, uint64_t seed, DTypeCombo formats) {
+  const int64_t blocks = s.dk / kBlockValues;
+  const auto near_one = [](uint64_t x) { return 1 + std::ldexp(static_cast<int>(x % 9) - 4, -5); };
+  const auto outlier = [&](int64_t b) {
+    return static_cast<int64_t>(hash(seed, 19, static_cast<uint64_t>(b), 0, 0, 0) %
+                                static_cast<uint64_t>(blocks));
+  };
+  if (!s.zero_queries)
+    for_each_element(p.q, seed, 20, s.batch, s.heads, s.tq, s.dk, formats.q,
+                     [&](uint64_t x, int64_t b, int64_t, int64_t, int64_t c) {
+                       const int64_t block = c / kBlockValues;
+                       const double m = block == outlier(b) ? 1.0 : 0x1p-9;
+                       const double v = (block % 2 ? -m : m) * near_one(x);
+                       return formats.q == DType::f32 ? full_mantissa(x, v) : v;
+                     });
+  for_each_element(p.k, seed, 21, s.batch, s.kv_heads, s.tk, s.dk, formats.kv,
+                   [&](uint64_t x, int64_t b, int64_t, int64_t, int64_t c) {
+                     const double m = c / kBlockValues == outlier(b) ? 0x1p-9 : 1.0;
+                     return (x >> 8 & 1 ? -m : m) * near_one(x);
+                   });
+  count("block model");
 }
 
 // The value regime of a real-size draw (generators.h: SizeRegime) over
@@ -245,6 +291,12 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
         s.small_values ? Regime::small_int : is_v ? kVRegimes[r % v_regimes] : kQkRegimes[r % 3];
     count(std::string("regime ") + regime_name(regime));
     const int large = is_v ? v_large : std::min(qk_large, 3);
+    // Q in f32 beside narrower K/V (issue 51): full significands, so a
+    // kernel that rounds Q to K's format without declaring it (q_cast)
+    // shows; K, V and Q in its own format elsewhere keep their grids.
+    const bool full = id == 1 && !s.small_values && format == DType::f32 &&
+                      formats.kv != DType::f32 && formats.kv != DType::f64;
+    if (full) count("full-mantissa q");
     const double top = format_top(format, v_limit);
     const double tiny = format == DType::e4m3 ? 0x1p-9 : 0x1p-16;
     for_each_element(t, seed, id, s.batch, heads, rows, cols, format, [&](uint64_t x, auto...) {
@@ -252,12 +304,16 @@ Problem draw_sized(const GenSpec& spec, DTypeCombo formats) {
         const double m[] = {top, tiny, 3 * tiny, static_cast<double>(x >> 8 & 7) * 0x1p-2};
         return (x >> 4 & 1 ? -1 : 1) * m[x % 4];
       }
-      return seeded_value(regime, x, large);
+      return full ? full_mantissa(x, seeded_value(regime, x, large)) : seeded_value(regime, x, large);
     });
   };
   if (!s.zero_queries) fill(p.q, 1, s.heads, s.tq, s.dk, false, formats.q);
   fill(p.k, 2, s.kv_heads, s.tk, s.dk, false, formats.kv);
   fill(p.v, 3, s.kv_heads, s.tk, s.dv, true, formats.kv);
+  if (!s.small_values && s.regime == SizeRegime::plain && is_block_format(formats.kv) &&
+      s.dk >= 2 * kBlockValues) {
+    apply_block_model(p, s, seed, formats);
+  }
   if (!s.small_values && s.regime != SizeRegime::plain) {
     apply_size_regime(p, s, seed, formats, spec);
     count(std::string("size regime ") + size_regime_name(s.regime));
@@ -293,8 +349,9 @@ ServingPlan size_plan(const GenSpec& spec, bool any_combo) {
   const auto k = static_cast<size_t>(spec.size->variant);
   ServingPlan plan;
   if (any_combo) plan.combo = k % spec.combos.size();
+  const int sink = spec.size->sink;
   plan.sink = must_have(spec, ATTNCHECK_FEATURE_SINK) ||
-              (may_have(spec, ATTNCHECK_FEATURE_SINK) && k % 2 == 1);
+              (may_have(spec, ATTNCHECK_FEATURE_SINK) && (sink >= 0 ? sink == 1 : k % 2 == 1));
   plan.descale = must_have(spec, ATTNCHECK_FEATURE_DESCALE) ||
                  (may_have(spec, ATTNCHECK_FEATURE_DESCALE) && (k % 4 == 1 || k % 4 == 2));
   const std::vector<ServingPlan> layouts = layout_choices(spec);

@@ -78,6 +78,11 @@ SizeShape with_softcap(SizeShape s, double cap) {
   return s;
 }
 
+SizeShape with_sink(SizeShape s, bool sink) {
+  s.sink = sink ? 1 : 0;
+  return s;
+}
+
 // The largest allowed head dim <= d (or the smallest allowed one).
 int64_t allowed_dim(int64_t d, const Limits& lim) {
   if (lim.dk_max > 0) d = std::min(d, lim.dk_max);
@@ -283,6 +288,32 @@ std::vector<SizeShape> structural_real_shapes() {
       // SIMD width): a tiled path that needs dv in whole vectors (ggml's,
       // docs/ggml.md F4) takes this one, not dk 8.
       with_softcap(shape("softcap, no mask, tq 64, dk 64", 1, 1, 1, 64, 100, 64, 64), 5),
+      // Issue 51, what real models run and the CI list missed. A sliding
+      // window of 40 keys, bottom-right over 256: every query's band
+      // starts past key 150, so a kernel that skips the key blocks before
+      // the band skips block 0 (of 16, 64 or 128 keys), with the sink
+      // folded into its state and without one.
+      with_sink(causal(windowed(shape("sliding window skips key block 0, no sink", 1, 1, 1, 64,
+                                      256, 32, 32),
+                                40, -1, Align::bottom_right),
+                       Align::bottom_right),
+                false),
+      with_sink(causal(windowed(shape("sliding window skips key block 0, sink", 1, 1, 1, 64, 256,
+                                      40, 40),
+                                40, -1, Align::bottom_right),
+                       Align::bottom_right),
+                true),
+      // GQA groups of 2, 8 and 16 over two K/V heads (with 12/4's 3 and
+      // 8/2's 4 of the fixed list, and every shape's group of 1): a kernel
+      // path taken only for big groups is met. Small enough that the
+      // certified oracle's cap keeps both K/V heads (one query).
+      shape("GQA 4/2", 1, 4, 2, 8, 65, 64, 64),
+      shape("GQA 16/2, groups of 8", 1, 16, 2, 8, 63, 32, 32),
+      shape("GQA 32/2, groups of 16", 1, 32, 2, 4, 63, 32, 32),
+      // Speculative decoding: a few queries against a long cache,
+      // bottom-right (1 < tq < tk).
+      chunked_prefill(
+          shape("speculative decoding, 4 queries over 2000 keys", 1, 2, 1, 4, 2000, 32, 32)),
   };
 }
 

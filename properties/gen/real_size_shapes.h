@@ -72,6 +72,12 @@ struct SizeShape {
   /// sinks, descales and layouts deterministically (SPEC 3), and the size
   /// search keeps the number, and with it the parts, while it shrinks.
   int64_t variant = 0;
+  /// A sink where the property and declaration allow one: -1 = by the
+  /// variant (odd variants), 0 = none, 1 = always. The covering set's
+  /// shapes that need a sink (a window that skips key block 0 with and
+  /// without one) set it, so that which shape takes one does not depend on
+  /// where fitting and duplicates leave it in the list.
+  int sink = -1;
   /// Sequences of a packed or paged draw at this shape; 0 = 5 to 16, by
   /// the variant. The size search shrinks it as it shrinks batch.
   int64_t sequences = 0;

@@ -74,13 +74,25 @@ inline constexpr std::array<std::string_view, 2> kServingTwinsSmall = {
 /// profile, seeds 1 to 3.
 inline constexpr std::array<std::string_view, 1> kBaselineTwins = {"broken_pv_f16_stagnates"};
 
+/// Twins of issue 51, each a bug the CI profile used to miss though a
+/// declaration makes it reachable: Q rounded to f16 undeclared (seen only
+/// with the full-mantissa Q of the real-size draws), a per-row q8_0 scale
+/// for Q (the block model of Q and K), a sink lost where a window skips key
+/// block 0, GQA groups of 8 or more (the covering set's 16/2 and 32/2).
+/// The small draws may meet some at some seeds; the real-size covering set
+/// catches each at the default seed and seeds 1 to 3
+/// (test_broken_at_size's CoveringTwins).
+inline constexpr std::array<std::string_view, 4> kCoveringTwins = {
+    "broken_q_f16_undeclared", "broken_q8_scale_per_row", "broken_sink_lost_past_window",
+    "broken_gqa_group8"};
+
 /// Whether `name` is caught only with real sizes.
 inline bool caught_only_at_real_size(std::string_view name) {
   const auto in = [name](const auto& list) {
     return std::find(list.begin(), list.end(), name) != list.end();
   };
   return in(kSizeDependentTwins) || in(kKeyBlockTwins) || in(kServingTwinsAtSize) ||
-         in(kBaselineTwins);
+         in(kBaselineTwins) || in(kCoveringTwins);
 }
 
 /// Whether `name` is one of the serving-kernel twins above.

@@ -524,6 +524,65 @@ TEST(KeyBlockTwins, AreCaughtOnSmallProblemsPastTheirKeyBlock) {
   }
 }
 
+// ---- issue 51: the covering set's values and shapes catch each twin ----
+
+class CoveringTwin : public testing::TestWithParam<SeedCase> {};
+
+// The CI profile at the default seed and seeds 1 to 3, in the twin's first
+// declared output format, and the shrunk case keeps the trigger.
+TEST_P(CoveringTwin, IsCaughtByTheCiProfileAndKeepsItsTrigger) {
+  if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
+  const auto twin = find_impl(GetParam().impl);
+  ASSERT_TRUE(twin) << GetParam().impl;
+  const PropertyDef* prop = find_property_def(twin->info().caught_by);
+  ASSERT_NE(prop, nullptr);
+  RunConfig config;
+  config.seed = GetParam().seed;
+  const std::string dir = testing::TempDir() + "attncheck-covering-" + GetParam().impl + "-seed" +
+                          std::to_string(GetParam().seed);
+  config.save_failures_dir = dir;
+  DType dtype = DType::f64;
+  for (DType d : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    if (twin->info().supports_output(d)) {
+      dtype = d;
+      break;
+    }
+  }
+  const PropertyOutcome o = run_property(*prop, *twin, dtype, config);
+  ASSERT_EQ(o.status, PropertyStatus::failed) << o.message;
+  ASSERT_TRUE(o.counterexample) << o.message;
+  const auto& c = *o.counterexample;
+  const std::string& name = GetParam().impl;
+  if (name == "broken_gqa_group8") {
+    EXPECT_GE(c.kv_heads, 2) << o.message;
+    EXPECT_GE(c.heads / c.kv_heads, 8) << o.message;
+  }
+  if (name == "broken_q8_scale_per_row") {
+    EXPECT_GE(c.dk, 64) << o.message;
+  }
+  if (name == "broken_sink_lost_past_window") {
+    ASSERT_TRUE(o.fixture) << o.message;
+    const Problem p = load_fixture(*o.fixture).problem;
+    EXPECT_FALSE(p.sink.empty()) << o.message;
+    EXPECT_TRUE(p.window_left >= 0 || p.window_right >= 0) << o.message;
+    EXPECT_GT(c.tk, 16) << o.message;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+std::vector<SeedCase> covering_cases() {
+  std::vector<SeedCase> cases;
+  for (std::string_view name : test_support::kCoveringTwins)
+    for (uint64_t seed : {kDefaultSeed, uint64_t{1}, uint64_t{2}, uint64_t{3}})
+      cases.push_back({std::string(name), seed});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue51, CoveringTwin, testing::ValuesIn(covering_cases()),
+                         [](const testing::TestParamInfo<SeedCase>& info) {
+                           return info.param.impl + "_seed" + std::to_string(info.param.seed);
+                         });
+
 TEST(SizeDependentTwinAtRealSizeFixture, ReplaysAsAFailureAndPrintsAWholeRunReproduceLine) {
   if (!real_sizes_enabled()) GTEST_SKIP() << "ATTNCHECK_REAL_SIZES=0";
   const auto twin = find_impl("broken_long_row_lossy_sum");

@@ -357,6 +357,35 @@ TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
       }
       ++head_dims_checked;
     }
+    // Issue 51's shape classes: GQA groups of 1, 2, 4, 8 and 16 over
+    // several K/V heads, a window that skips key block 0 with a sink and
+    // one without, speculative decoding and decode past 2048 keys.
+    // Under the certified oracle's weight the cap keeps two K/V heads for
+    // the groups of 8 and 16 (the covering set's own shapes), not for 8/2.
+    if (has(ATTNCHECK_FEATURE_GQA) && info.limits.max_batch_heads == 0) {
+      for (int64_t group : weight == 1 ? std::vector<int64_t>{1, 2, 4, 8, 16}
+                                       : std::vector<int64_t>{8, 16}) {
+        EXPECT_TRUE(any([&](auto& s) { return s.kv_heads >= 2 && s.heads == group * s.kv_heads; }))
+            << "group " << group;
+      }
+    }
+    if (has(ATTNCHECK_FEATURE_WINDOW) && has(ATTNCHECK_FEATURE_CAUSAL) &&
+        has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT) && info.limits.max_tk == 0) {
+      for (int sink : {0, 1}) {
+        EXPECT_TRUE(any([&](auto& s) {
+          return s.sink == sink && s.windowed() && s.tk - s.tq - s.window_left >= 64;
+        })) << "sink " << sink;
+      }
+    }
+    if (has(ATTNCHECK_FEATURE_CAUSAL) && has(ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT) &&
+        info.limits.max_tk == 0 && info.limits.max_tq == 0 && weight == 1) {
+      EXPECT_TRUE(any([](auto& s) {
+        return s.causal && s.align == Align::bottom_right && s.tq > 1 && s.tq < 8 && s.tk > 1024;
+      }));
+    }
+    if (info.limits.max_tk == 0) {
+      EXPECT_TRUE(any([](auto& s) { return s.tq == 1 && s.tk > 2048; }));
+    }
     ++checked;
   }
   EXPECT_GT(checked, 10);
