@@ -3,6 +3,7 @@
 // from), reader beside writer, and its file.
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iterator>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "attncheck/implementation.h"
 #include "formats/json.h"
 #include "core/text.h"
 #include "formats/json_reader.h"
@@ -91,10 +93,21 @@ void check_meta(Reader& r, const json& meta) {
                                            "got {}",
                                            json_brief(*seed)));
   }
-  // Its value (at least 1) is replay's to check: a replay that gives
-  // --baseline-factor never reads it.
-  if (const auto f = meta.find("baseline_factor"); f != meta.end() && !f->is_number()) {
-    r.field_error("meta.baseline_factor", fmt::format("expected a number, got {}", json_brief(*f)));
+  // A number of at least 1, as --baseline-factor takes (a replay given
+  // --baseline-factor does not read it, but a file holding a wrong one is
+  // a wrong file).
+  if (const auto f = meta.find("baseline_factor");
+      f != meta.end() && !(f->is_number() && std::isfinite(f->get<double>()) && f->get<double>() >= 1)) {
+    r.field_error("meta.baseline_factor",
+                  fmt::format("expected a number of at least 1, got {}", json_brief(*f)));
+  }
+  // The spelling SPEC 5.2 gives a combination (a name, or q=F,kv=F,out=F).
+  if (const auto d = meta.find("dtype"); d != meta.end()) {
+    try {
+      parse_dtype_combo(d->get<std::string>());
+    } catch (const InputError& e) {
+      r.field_error("meta.dtype", e.what());
+    }
   }
 }
 

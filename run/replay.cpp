@@ -7,6 +7,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "attncheck/oracle.h"
 #include "host/isolation.h"
 #include "attncheck/run.h"
 #include "properties/case_context.h"
@@ -67,6 +68,14 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
     if (const auto why = prop->not_a_case(fixture.problem)) {
       throw InputError(fmt::format("problem: not a case of {}: {}", prop->name, *why));
     }
+  }
+  // The oracle's input rule (a NaN or an infinity a row can see has no
+  // exact result): a case `oracle` refuses is refused here too, never
+  // judged, or a correct implementation would "fail" on its NaN output.
+  try {
+    check_oracle_inputs(fixture.problem);
+  } catch (const NonFiniteInput& e) {
+    throw InputError(fmt::format("problem: field '{}': {}", e.field, e.what()));
   }
   if (!impl.info().supports(combo_of(fixture.problem))) {
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
