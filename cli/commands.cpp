@@ -284,7 +284,8 @@ int replay_command(const ReplayOptions& opt) {
   for (size_t i = 0; i < items.size(); ++i) {
     PropertyOutcome o;
     try {
-      o = replay_fixture(items[i].fixture, *for_calls(impls[i], sources), items[i].config);
+      // Moved: a large fixture is then in memory once.
+      o = replay_fixture(std::move(items[i].fixture), *for_calls(impls[i], sources), items[i].config);
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", items[i].path, e.what()));
     }
