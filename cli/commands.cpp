@@ -39,6 +39,7 @@
 #include "host/impl_sources.h"
 #include "run/config.h"
 #include "commands.h"
+#include "ggml_not_built.h"
 
 namespace {
 
@@ -81,6 +82,19 @@ const CLI::Validator kBaselineFactor(
       return ok ? std::string() : std::string("expected a number of at least 1");
     },
     "F");
+
+// --cases: a plain decimal integer from 1 to kMaxCases (CLI11's own range
+// check would say only "Value 1e3 not in range").
+const CLI::Validator kCases(
+    [](std::string& s) {
+      const bool digits = !s.empty() && s.size() <= 6 && s[0] != '0' &&
+                          s.find_first_not_of("0123456789") == std::string::npos;
+      const bool ok = digits && std::stoi(s) <= kMaxCases;
+      return ok ? std::string()
+                : fmt::format("'{}' is not a number of cases (an integer from 1 to {})",
+                              printable(s), kMaxCases);
+    },
+    "N");
 
 // An error line: its own words and up to kForeignTextChars of each foreign
 // string in it (a path, a field), so a few of those.
@@ -258,14 +272,19 @@ int replay_command(const ReplayOptions& opt) {
     }
     if (name.empty()) throw InputError(item.path + ": meta.impl is missing; name one with --impl");
     const auto impl = find_implementation(plugins, name);
-    if (!impl) throw InputError(fmt::format("{} ({})", unknown_impl("--impl", name), item.path));
+    if (!impl) {
+      // The name is --impl's when given, else the fixture's own.
+      if (!impl_name.empty()) throw InputError(fmt::format("{} ({})", unknown_impl("--impl", name), item.path));
+      throw InputError(fmt::format("{}: {}", item.path, unknown_impl("field 'meta.impl'", name)));
+    }
     impls.push_back(impl);
   }
   int failed = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     PropertyOutcome o;
     try {
-      o = replay_fixture(items[i].fixture, *for_calls(impls[i], sources), items[i].config);
+      // Moved: a large fixture is then in memory once.
+      o = replay_fixture(std::move(items[i].fixture), *for_calls(impls[i], sources), items[i].config);
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: {}", items[i].path, e.what()));
     }
@@ -290,7 +309,15 @@ int merge_command(const std::string& out_path, const std::vector<std::string>& i
 
 int oracle_command(const std::string& path) {
   const Fixture f = load_fixture(path);
-  std::cout << oracle_to_json(f.problem, oracle(f.problem)).dump(1) << "\n";
+  OracleResult r;
+  try {
+    r = oracle(f.problem);
+  } catch (const NonFiniteInput& e) {
+    throw InputError(fmt::format("{}: field '{}': {}", path, e.field, e.what()));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", path, e.what()));
+  }
+  std::cout << oracle_to_json(f.problem, r).dump(1) << "\n";
   return kExitOk;
 }
 
@@ -503,7 +530,7 @@ void add_check(CLI::App& app, CommandLine& cl) {
       ->check(kNonEmpty);
   check->add_option("--cases", cl.opt.cases,
                     fmt::format("cases per property, 1 to {} (default: the profile's)", kMaxCases))
-      ->check(CLI::Range(1, kMaxCases));
+      ->check(kCases);
   check->add_option("--seed", cl.opt.seed, "seed below 2^53 (default: ATTNCHECK_SEED, else fixed)")->check(kNonEmpty);
   check->add_option("--profile", cl.opt.profile, "ci (default) or thorough")->check(kNonEmpty);
   check->add_option("--shard", cl.opt.shard, "K/N: run the K-th of N shards")->check(kNonEmpty);
@@ -578,7 +605,7 @@ void add_replay(CLI::App& app, CommandLine& cl) {
       ->check(kNonEmpty);
   replay->add_option("--cases", cl.ropt.cases,
                      fmt::format("as for check, 1 to {} (default: the fixture's)", kMaxCases))
-      ->check(CLI::Range(1, kMaxCases));
+      ->check(kCases);
   replay->add_option("--dtype", cl.ropt.dtype, "must be the fixture's dtype (or combination)")
       ->check(kNonEmpty);
 }

@@ -239,11 +239,12 @@ void check_block_tensor(const Tensor& t, const char* name, std::array<int64_t, 4
       for (int64_t r = 0; r < shape[2]; ++r)
         for (int64_t first = 0; first < shape[3]; first += kBlockValues) {
           for (int64_t e = 0; e < kBlockValues; ++e) block[e] = t.at(a, b, r, first + e);
-          require(is_exact_block(dtype, block),
-                  fmt::format("{}[{}][{}][{}][{}..{}]: not one {} block (an f16 scale times "
-                              "integers in [{}, {}])",
-                              name, a, b, r, first, first + kBlockValues - 1, format,
-                              block_int_min(dtype), block_int_max(dtype)));
+          if (!is_exact_block(dtype, block)) {
+            throw InputError(fmt::format("{}[{}][{}][{}][{}..{}]: not one {} block (an f16 scale "
+                                         "times integers in [{}, {}])",
+                                         name, a, b, r, first, first + kBlockValues - 1, format,
+                                         block_int_min(dtype), block_int_max(dtype)));
+          }
         }
 }
 
@@ -254,10 +255,12 @@ void check_values(const Tensor& t, const char* name, std::array<int64_t, 4> shap
     check_block_tensor(t, name, shape, dtype);
     return;
   }
+  // The message is made only for the value that fails: formatting one
+  // per element took most of the reading of a large problem.
   for (double x : t.data) {
-    require(representable(dtype, x),
-            fmt::format("{}: value {} is not representable in {}", name, x,
-                        dtype_name(dtype)));
+    if (!representable(dtype, x)) {
+      throw InputError(fmt::format("{}: value {} is not representable in {}", name, x, dtype_name(dtype)));
+    }
   }
 }
 
@@ -312,9 +315,10 @@ void Problem::validate() const {
                 bias->batch * bias->heads * tq * tk,
             "bias: data size does not match its shape");
     for (double x : bias->data) {
-      require(std::isfinite(x) && representable(dtype, x),
-              fmt::format("bias: value {} is not finite and representable in {}",
-                          x, dtype_name(dtype)));
+      if (!(std::isfinite(x) && representable(dtype, x))) {
+        throw InputError(fmt::format("bias: value {} is not finite and representable in {}", x,
+                                     dtype_name(dtype)));
+      }
     }
   }
   require(window_left >= -1 && window_right >= -1,

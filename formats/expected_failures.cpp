@@ -1,11 +1,13 @@
 #include "attncheck/fixture.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -189,7 +191,10 @@ std::vector<KnownFinding> ExpectedFailures::findings_for(const std::string& impl
 ExpectedFailures load_expected_failures(const std::string& path) {
   ExpectedFailures out;
   out.path = path;
-  if (!std::ifstream(path)) return out;  // no file: nothing expected to fail
+  // No file: nothing expected to fail. Anything else at the path is read
+  // (and refused unless a regular file) without being opened first.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return out;
   const nlohmann::json j = read_json_file(path);  // size and nesting limits
   const nlohmann::json& list = j.is_object() ? j.value("expected_failures", nlohmann::json()) : j;
   if (!list.is_array()) throw InputError(path + ": expected an array of {impl, property, reason}");

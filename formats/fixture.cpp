@@ -3,6 +3,7 @@
 // from), reader beside writer, and its file.
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iterator>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "attncheck/implementation.h"
 #include "formats/json.h"
 #include "core/text.h"
 #include "formats/json_reader.h"
@@ -91,10 +93,21 @@ void check_meta(Reader& r, const json& meta) {
                                            "got {}",
                                            json_brief(*seed)));
   }
-  // Its value (at least 1) is replay's to check: a replay that gives
-  // --baseline-factor never reads it.
-  if (const auto f = meta.find("baseline_factor"); f != meta.end() && !f->is_number()) {
-    r.field_error("meta.baseline_factor", fmt::format("expected a number, got {}", json_brief(*f)));
+  // A number of at least 1, as --baseline-factor takes (a replay given
+  // --baseline-factor does not read it, but a file holding a wrong one is
+  // a wrong file).
+  if (const auto f = meta.find("baseline_factor");
+      f != meta.end() && !(f->is_number() && std::isfinite(f->get<double>()) && f->get<double>() >= 1)) {
+    r.field_error("meta.baseline_factor",
+                  fmt::format("expected a number of at least 1, got {}", json_brief(*f)));
+  }
+  // The spelling SPEC 5.2 gives a combination (a name, or q=F,kv=F,out=F).
+  if (const auto d = meta.find("dtype"); d != meta.end()) {
+    try {
+      parse_dtype_combo(d->get<std::string>());
+    } catch (const InputError& e) {
+      r.field_error("meta.dtype", e.what());
+    }
   }
 }
 
@@ -190,7 +203,9 @@ Fixture fixture_from_json(const json& j, const std::string& where) {
 }
 
 Fixture load_fixture(const std::string& path) {
-  return fixture_from_json(read_json_file(path), path);
+  // Its tensors packed (parse_json): a large problem's memory stays within
+  // a small multiple of its data.
+  return fixture_from_json(read_json_file(path, input_limits::kFileBytes, true), path);
 }
 
 std::vector<std::string> fixture_files(const std::vector<std::string>& paths) {
@@ -200,12 +215,11 @@ std::vector<std::string> fixture_files(const std::vector<std::string>& paths) {
     std::error_code ec;
     const fs::file_status st = fs::status(path, ec);
     if (ec || !fs::exists(st)) throw InputError(fmt::format("{}: no such file or folder", printable(path)));
-    if (fs::is_regular_file(st)) {
+    // Not a folder: a file, which load_fixture reads only if it is a
+    // regular one (a FIFO, socket or device is refused, saying which).
+    if (!fs::is_directory(st)) {
       files.push_back(path);
       continue;
-    }
-    if (!fs::is_directory(st)) {
-      throw InputError(fmt::format("{}: neither a file nor a folder", printable(path)));
     }
     std::vector<std::string> found;
     for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {

@@ -41,16 +41,29 @@ inline constexpr int64_t kScores = int64_t{1} << 24;
 inline constexpr int64_t kWindow = int64_t{1} << 53;
 }  // namespace input_limits
 
-/// Parses JSON text within input_limits (size, nesting). Throws InputError
-/// "WHERE: ..." in one line.
-nlohmann::json parse_json(std::string_view text, const std::string& where);
+namespace formats {
+/// The binary subtype of a tensor parse_json packed: its doubles' bytes.
+inline constexpr std::uint64_t kPackedNumbers = 0x6e756d73;  // "nums"
+}  // namespace formats
 
-/// Reads and parses a JSON file within input_limits (at most `max_bytes`:
-/// a pipe or an endless device is read up to it, never forever); throws
-/// InputError "PATH: ..." in one line (cannot open, too large, not valid
-/// JSON).
+/// Parses JSON text within input_limits (size, nesting; a key twice in one
+/// object is refused). With `pack_tensors`, each of a problem's tensors (q,
+/// k, v, dout of the root object or of its "problem") that holds only
+/// numbers is a binary value of subtype formats::kPackedNumbers, the
+/// doubles' bytes, which problem_from_json reads (and empties: it is read
+/// once): a fixture's memory is then about its data's, not the DOM's four
+/// times that. Throws InputError "WHERE: ..." in one line.
+nlohmann::json parse_json(std::string_view text, const std::string& where,
+                          bool pack_tensors = false);
+
+/// Reads and parses a JSON file within input_limits (at most `max_bytes`)
+/// through read_input_file (formats/input_file.h): a FIFO, socket, device
+/// or directory is refused at once, never opened for reading; throws
+/// InputError "PATH: ..." in one line (cannot open, not a regular file, too
+/// large, not valid JSON).
 nlohmann::json read_json_file(const std::string& path,
-                              int64_t max_bytes = input_limits::kFileBytes);
+                              int64_t max_bytes = input_limits::kFileBytes,
+                              bool pack_tensors = false);
 
 /// A JSON value in at most 40 characters on one line, for error messages.
 std::string json_brief(const nlohmann::json& j);

@@ -5,6 +5,7 @@
 #include "formats/json_reader.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -136,14 +137,40 @@ const json& Reader::array(std::string_view name, const json& v, int64_t count,
   return v;
 }
 
+// A tensor parse_json packed: its doubles, the bytes emptied (the DOM is
+// read once, and a large tensor is then in memory once, not twice).
+std::vector<double> Reader::unpacked(std::string_view name, const json& v, int64_t count) const {
+  // The DOM parse_json returned is the caller's, not const: emptying the
+  // bytes changes no value a reader would read again.
+  auto& bytes = const_cast<json&>(v).get_binary();
+  const auto n = static_cast<int64_t>(bytes.size() / sizeof(double));
+  if (n != count) field_error(name, fmt::format("expected {} numbers, got {}", count, n));
+  std::vector<double> out(static_cast<size_t>(n));
+  if (n > 0) std::memcpy(out.data(), bytes.data(), bytes.size());
+  std::vector<uint8_t>().swap(bytes);
+  return out;
+}
+
 std::vector<double> Reader::numbers(std::string_view name, const json& v, int64_t count,
                                     DType dtype, bool finite) const {
-  const json& a = array(name, v, count, "numbers");
+  const bool packed = v.is_binary() && v.get_binary().has_subtype() &&
+                      v.get_binary().subtype() == kPackedNumbers;
   std::vector<double> out;
-  out.reserve(a.size());
-  for (size_t idx = 0; idx < a.size(); ++idx) {
-    const double x =
-        number_from_json(a[idx], fmt::format("{}: field '{}': element {}", where_, name, idx));
+  if (packed) {
+    out = unpacked(name, v, count);
+  } else {
+    const json& a = array(name, v, count, "numbers");
+    out.reserve(a.size());
+    for (size_t idx = 0; idx < a.size(); ++idx) {
+      // The place is formatted only for an element that is no number.
+      const json& x = a[idx];
+      out.push_back(x.is_number() ? x.get<double>()
+                                  : number_from_json(x, fmt::format("{}: field '{}': element {}",
+                                                                    where_, name, idx)));
+    }
+  }
+  for (size_t idx = 0; idx < out.size(); ++idx) {
+    const double x = out[idx];
     if (finite && !std::isfinite(x)) {
       field_error(name, fmt::format("element {}: value {} is not finite", idx, x));
     }
@@ -153,7 +180,6 @@ std::vector<double> Reader::numbers(std::string_view name, const json& v, int64_
       field_error(name, fmt::format("element {}: value {} is not representable in {}", idx, x,
                                     dtype_name(dtype)));
     }
-    out.push_back(x);
   }
   return out;
 }

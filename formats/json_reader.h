@@ -67,7 +67,8 @@ class Reader {
                               std::string_view what) const;
 
   /// `count` doubles (number_from_json), each representable in `dtype`, and
-  /// finite if asked.
+  /// finite if asked. `v` may be an array or a tensor parse_json packed
+  /// (kPackedNumbers), which is read once: its bytes are emptied.
   std::vector<double> numbers(std::string_view name, const nlohmann::json& v, int64_t count,
                               DType dtype, bool finite) const;
 
@@ -79,6 +80,8 @@ class Reader {
   void reject_unknown_fields() const;
 
  private:
+  std::vector<double> unpacked(std::string_view name, const nlohmann::json& v, int64_t count) const;
+
   const nlohmann::json& j_;
   std::string where_;
   std::set<std::string, std::less<>> used_;

@@ -80,7 +80,21 @@ std::optional<struct stat> checked_output(const std::string& path, const std::st
 
 }  // namespace
 
-void check_output_path(const std::string& path, const std::string& what) { checked_output(path, what); }
+void check_output_path(const std::string& path, const std::string& what) {
+  checked_output(path, what);
+  // access() says W_OK to root where nothing can be created (/proc, /sys):
+  // a file is made beside the target and removed, as the write will, so
+  // such a path is refused now rather than after the work.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::string probe = (dir / ".attncheck-probe.XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    cannot(what, path, fmt::format("directory '{}': {}", printable(dir.string()), std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 
 void check_output_directory(const std::string& path, const std::string& what) {
   if (path.empty()) cannot(what, path, "the path is empty");

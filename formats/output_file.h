@@ -14,7 +14,8 @@ namespace attncheck {
 
 /// Checks, before any work, that `path` can be written: absent, or a
 /// regular file with one hard link that is writable (by lstat: a symbolic
-/// link is refused, not followed); its directory exists and is writable.
+/// link is refused, not followed); its directory exists and a file can be
+/// made in it (tried: access() says yes to root under /proc and /sys).
 /// Throws InputError "WHAT: cannot write 'PATH': why", e.g. "it is a FIFO,
 /// not a regular file" or "it is a symbolic link; name the file itself".
 void check_output_path(const std::string& path, const std::string& what);

@@ -408,7 +408,11 @@ void read_score_parameters(Reader& r, Problem& p) {
   p.scale = Problem::default_scale(p.dk);
   if (const json* v = r.optional("scale")) {
     p.scale = number_from_json(*v, fmt::format("{}: field 'scale'", r.where()));
-    if (!std::isfinite(p.scale)) r.field_error("scale", "must be finite");
+    // SPEC 1's sigma is a positive scale (1/sqrt(dk) by default): a
+    // negative or zero one is a mistake in the file, not a case.
+    if (!std::isfinite(p.scale) || p.scale <= 0) {
+      r.field_error("scale", fmt::format("must be finite and > 0, got {}", p.scale));
+    }
   }
   if (const json* v = r.optional("softcap")) {
     p.softcap = number_from_json(*v, fmt::format("{}: field 'softcap'", r.where()));

@@ -6,16 +6,19 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "attncheck/dtype.h"
 #include "core/features.h"
 #include "core/fields.h"
 #include "formats/json.h"
+#include "formats/json_reader.h"
 #include "core/text.h"
 
 namespace attncheck {
@@ -78,6 +81,153 @@ nlohmann::json escaped_lines(const std::vector<std::string>& lines) {
   nlohmann::json out = nlohmann::json::array();
   for (const std::string& line : lines) out.push_back(utf8_escaped(line));
   return out;
+}
+
+
+// ---- merge-reports' reading: every field of every report checked, so that
+// a status it does not know (or none) is never merged as "not failed".
+
+constexpr std::string_view kStatuses[] = {"passed",  "failed",      "xfail",  "xpass",
+                                          "skipped", "unsupported", "not-run"};
+constexpr std::string_view kKinds[] = {"reference", "adapter", "layer", "broken", "plugin"};
+
+// The required field `name`: one of `names`.
+template <size_t N>
+void check_one_of(formats::Reader& r, std::string_view name, const std::string_view (&names)[N]) {
+  const std::string v = r.string(name, r.required(name));
+  if (std::find(std::begin(names), std::end(names), v) == std::end(names)) {
+    std::vector<std::string_view> all(std::begin(names), std::end(names));
+    r.field_error(name, fmt::format("unknown value \"{}\" (expected one of {})", v, fmt::join(all, ", ")));
+  }
+}
+
+// A count: an integer from `least` up.
+int64_t check_count(formats::Reader& r, std::string_view name, const nlohmann::json& v,
+                    int64_t least = 0) {
+  if (!v.is_number_integer()) {
+    r.field_error(name, fmt::format("expected an integer, got {}", json_brief(v)));
+  }
+  const int64_t n = r.integer(name, v);
+  if (n < least) r.field_error(name, fmt::format("must be >= {}, got {}", least, n));
+  return n;
+}
+
+// An array of strings.
+void check_strings(formats::Reader& r, std::string_view name, const nlohmann::json& v) {
+  if (!v.is_array()) r.field_error(name, fmt::format("expected an array of strings, got {}", json_type_name(v)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      r.field_error(name, fmt::format("element {}: expected a string, got {}", i, json_brief(v[i])));
+    }
+  }
+}
+
+// An object of the given count fields (each required, >= `least`), no other.
+void check_counts_object(formats::Reader& r, std::string_view name, const nlohmann::json& v,
+                         std::initializer_list<std::string_view> fields, int64_t least) {
+  formats::Reader in(v, fmt::format("{}: field '{}'", r.where(), name));
+  for (std::string_view f : fields) check_count(in, f, in.required(f), least);
+  in.reject_unknown_fields();
+}
+
+// One entry of "results", as report_json writes it; `declared` holds the
+// report's implementations' names, or is null when the report has none
+// (written before the field existed).
+void check_result(const nlohmann::json& res, const std::string& where,
+                  const std::set<std::string>* declared) {
+  formats::Reader r(res, where);
+  const std::string impl = r.string("impl", r.required("impl"));
+  if (declared && !declared->count(impl)) {
+    r.field_error("impl", fmt::format("'{}' is not one of the report's implementations", impl));
+  }
+  check_one_of(r, "kind", kKinds);
+  const std::string dtype = r.string("dtype", r.required("dtype"));
+  try {
+    parse_dtype_combo(dtype);
+  } catch (const InputError& e) {
+    r.field_error("dtype", e.what());
+  }
+  if (r.string("property", r.required("property")).empty()) r.field_error("property", "is empty");
+  check_one_of(r, "status", kStatuses);
+  check_count(r, "cases", r.required("cases"));
+  check_count(r, "discarded", r.required("discarded"));
+  // Null where the budget was not finite (nlohmann writes inf as null).
+  if (const nlohmann::json* v = r.optional("max_budget_used"); v && !(v->is_number() && v->get<double>() >= 0)) {
+    r.field_error("max_budget_used", fmt::format("expected a number >= 0, got {}", json_brief(*v)));
+  }
+  if (const nlohmann::json* v = r.optional("real_sizes")) {
+    check_counts_object(r, "real_sizes", *v, {"shapes", "judged", "beyond_precision", "discarded", "unsupported"}, 0);
+  }
+  r.string("message", r.required("message"));
+  check_strings(r, "diagnosis", r.required("diagnosis"));
+  if (const nlohmann::json* v = r.optional("fixture")) r.string("fixture", *v);
+  if (const nlohmann::json* v = r.optional("counterexample")) {
+    formats::Reader ce(*v, fmt::format("{}: field 'counterexample'", where));
+    for (std::string_view f : {"batch", "heads", "kv_heads", "tq", "tk", "dk", "dv"}) {
+      check_count(ce, f, ce.required(f), 1);
+    }
+    const std::string d = ce.string("dtype", ce.required("dtype"));
+    try {
+      parse_dtype(d);
+    } catch (const std::exception&) {
+      ce.field_error("dtype", fmt::format("unknown dtype \"{}\"", d));
+    }
+    ce.reject_unknown_fields();
+  }
+  if (const nlohmann::json* v = r.optional("expected")) {
+    formats::Reader e(*v, fmt::format("{}: field 'expected'", where));
+    for (std::string_view f : {"cause", "finding", "reason", "fixture"}) e.string(f, e.required(f));
+    e.reject_unknown_fields();
+  }
+  if (const nlohmann::json* v = r.optional("also_explained")) check_strings(r, "also_explained", *v);
+  r.reject_unknown_fields();
+}
+
+// Every field of the report at `path` (SPEC 5.2), each result's included;
+// throws InputError naming the file and the first field that is wrong.
+void check_report(const nlohmann::json& j, const std::string& path) {
+  // The format first: a file that is no report is said to be none.
+  if (!j.is_object() || !j.contains("format") || j["format"] != "attncheck-report-1") {
+    throw InputError(path + ": field 'format': not an attncheck-report-1 report");
+  }
+  formats::Reader r(j, path);
+  r.required("format");
+  const nlohmann::json& results = r.required("results");
+  if (!results.is_array()) r.field_error("results", "expected an array of results");
+  r.string("attncheck", r.required("attncheck"));
+  const nlohmann::json& seed = r.required("seed");
+  if (!seed.is_number_integer() || check_count(r, "seed", seed) >= (int64_t{1} << 53)) {
+    r.field_error("seed", fmt::format("expected an integer from 0 to 2^53 - 1, got {}", json_brief(seed)));
+  }
+  const std::string profile = r.string("profile", r.required("profile"));
+  if (profile != "ci" && profile != "thorough") {
+    r.field_error("profile", fmt::format("expected \"ci\" or \"thorough\", got \"{}\"", profile));
+  }
+  if (const nlohmann::json* v = r.optional("shard")) {
+    check_counts_object(r, "shard", *v, {"index", "count"}, 1);
+    if ((*v)["index"].get<int64_t>() > (*v)["count"].get<int64_t>()) {
+      r.field_error("shard", "index is larger than count");
+    }
+  }
+  std::optional<std::set<std::string>> declared;
+  if (const nlohmann::json* v = r.optional("implementations")) {
+    const auto named = [](const nlohmann::json& i) {
+      return i.is_object() && i.contains("name") && i["name"].is_string();
+    };
+    if (!v->is_array() || !std::all_of(v->begin(), v->end(), named)) {
+      r.field_error("implementations", "expected an array of objects with a string 'name'");
+    }
+    declared.emplace();
+    for (const auto& i : *v) {
+      if (!declared->insert(i["name"].get<std::string>()).second) {
+        r.field_error("implementations", fmt::format("'{}' is declared twice", i["name"].get<std::string>()));
+      }
+    }
+  }
+  r.reject_unknown_fields();
+  for (size_t i = 0; i < results.size(); ++i) {
+    check_result(results[i], fmt::format("{}: results[{}]", path, i), declared ? &*declared : nullptr);
+  }
 }
 
 }  // namespace
@@ -185,35 +335,14 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
   // (or overlapping shards), refused rather than counted twice.
   std::map<std::tuple<std::string, std::string, std::string>, std::string> seen_results;
   std::vector<nlohmann::json> reports;
+  std::map<std::string, std::string> declared_by;  // implementation -> the report first declaring it
   for (const std::string& path : paths) {
     // Within the size and nesting limits; errors are one line naming the file.
     const nlohmann::json j = read_json_file(path);
-    // Types checked before any value() or get<>(), which would throw
-    // nlohmann's type_error: an internal error, not the file's.
-    if (!j.is_object() || !j.contains("format") || j["format"] != "attncheck-report-1") {
-      throw InputError(path + ": field 'format': not an attncheck-report-1 report");
-    }
-    if (!j.contains("results") || !j["results"].is_array()) {
-      throw InputError(path + ": field 'results': expected an array of results");
-    }
-    for (const auto& r : j["results"]) {
-      if (!r.is_object() || (r.contains("status") && !r["status"].is_string())) {
-        throw InputError(path + ": field 'results': every result must be an object whose "
-                                "'status' is a string");
-      }
-    }
-    // Optional: reports written before it have none.
+    // Every field checked before any is read (value() or get<>() would
+    // throw nlohmann's type_error, an internal error, not the file's).
+    check_report(j, path);
     const bool has_impls = j.contains("implementations");
-    if (has_impls) {
-      const auto& impls = j["implementations"];
-      const auto named = [](const nlohmann::json& i) {
-        return i.is_object() && i.contains("name") && i["name"].is_string();
-      };
-      if (!impls.is_array() || !std::all_of(impls.begin(), impls.end(), named)) {
-        throw InputError(path + ": field 'implementations': expected an array of objects "
-                                "with a string 'name'");
-      }
-    }
     for (const auto& r : j["results"]) {
       const auto text = [&](const char* key) {
         return r.contains(key) && r[key].is_string() ? r[key].get<std::string>() : std::string();
@@ -228,6 +357,9 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
     }
     if (merged.is_null()) {
       merged = j;
+      if (has_impls) {
+        for (const auto& i : j["implementations"]) declared_by[i["name"].get<std::string>()] = path;
+      }
       reports.push_back(j);
       continue;
     }
@@ -243,10 +375,20 @@ nlohmann::json merge_reports(const std::vector<std::string>& paths) {
       nlohmann::json& joined = merged["implementations"];
       if (!joined.is_array()) joined = nlohmann::json::array();
       for (const auto& i : j["implementations"]) {
-        const bool seen = std::any_of(joined.begin(), joined.end(), [&](const nlohmann::json& k) {
+        const auto it = std::find_if(joined.begin(), joined.end(), [&](const nlohmann::json& k) {
           return k["name"] == i["name"];
         });
-        if (!seen) joined.push_back(i);
+        if (it == joined.end()) {
+          joined.push_back(i);
+          declared_by[i["name"].get<std::string>()] = path;
+        } else if (*it != i) {
+          // Shards of one run declare each implementation alike: another
+          // declaration is another build or another plugin.
+          throw InputError(fmt::format("{}: field 'implementations': '{}' is declared otherwise "
+                                       "than in {}",
+                                       path, i["name"].get<std::string>(),
+                                       declared_by[i["name"].get<std::string>()]));
+        }
       }
     }
   }

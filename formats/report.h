@@ -34,10 +34,16 @@ nlohmann::json report_json(const std::vector<PropertyOutcome>& outcomes,
 
 /// Reads the reports at `paths` (at least one) and joins their results, in order, under
 /// the first report's other fields; their implementations are joined too,
-/// each name once (the first report's declaration of it). Throws InputError naming the file when
-/// one is not an attncheck-report-1 report (or its results are not objects
-/// with a string status, or its implementations not objects with a string
-/// name) or its seed or profile differs from the first's.
+/// each name once. Every field of every report is checked first (SPEC 5.2;
+/// docs/cli.md, "merge-reports"): the format, attncheck, a seed from 0 to
+/// 2^53 - 1, the profile, shard, the implementations (objects with a string
+/// name, each once), and each result's fields with their types and ranges
+/// (a known status and kind, a dtype combination, counts >= 0, ...), no
+/// unknown field, and an impl the report declares (when it declares any).
+/// Throws InputError naming the file and the field at the first violation,
+/// and when a report's seed or profile differs from the first's, a result
+/// appears twice, or an implementation is declared otherwise than in an
+/// earlier report.
 nlohmann::json merge_reports(const std::vector<std::string>& paths);
 
 /// The results of a report that fail a run: status "failed" or "xpass".

@@ -118,6 +118,7 @@ class IsolatedImpl : public IsolatedImplementation {
     std::lock_guard lock(mutex_);
     if (over_budget()) return ForwardResult::unsupported();
     Writer w;
+    w.reserve(problem_bytes(p) + 1);
     w.put<uint8_t>(kForward);
     put_problem(w, p);
     const std::string reply = call(w.bytes(), "forward", reply_bound(p, w.bytes().size()));
@@ -134,6 +135,7 @@ class IsolatedImpl : public IsolatedImplementation {
     std::lock_guard lock(mutex_);
     if (over_budget()) return BackwardResult::unsupported();
     Writer w;
+    w.reserve(problem_bytes(p) + 1);
     w.put<uint8_t>(kBackward);
     put_problem(w, p);
     const std::string reply = call(w.bytes(), "backward", reply_bound(p, w.bytes().size()));

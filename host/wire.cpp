@@ -140,6 +140,18 @@ bool read_exact(int fd, char* dst, size_t n) {
 
 void put_problem(Writer& w, const Problem& p) { put_fields(w, p); }
 
+size_t problem_bytes(const Problem& p) {
+  size_t n = 4096;  // the fixed fields, the vectors' sizes
+  n += (p.q.data.size() + p.k.data.size() + p.v.data.size() + p.dout.size() + p.sink.size()) *
+       sizeof(double);
+  n += p.key_valid.size();
+  if (p.mask) n += p.mask->data.size();
+  if (p.bias) n += p.bias->data.size() * sizeof(double);
+  if (p.packed) n += (p.packed->cu_seqlens_q.size() + p.packed->cu_seqlens_k.size()) * sizeof(int64_t);
+  if (p.paged) n += (p.paged->block_table.size() + p.paged->seqlens_k.size()) * sizeof(int64_t);
+  return n;
+}
+
 Problem get_problem(Reader& r) { return get_fields<Problem>(r); }
 
 void put_layer_call(Writer& w, const LayerWeights& lw, const LayerInput& x) {

@@ -113,6 +113,9 @@ class Writer {
     put<uint64_t>(s.size());
     bytes_.append(s);
   }
+  /// Makes room for `n` bytes at once: a large problem's message is then
+  /// allocated once, not grown (a doubling copy at the peak) tensor by tensor.
+  void reserve(size_t n) { bytes_.reserve(n); }
   const std::string& bytes() const { return bytes_; }
 
  private:
@@ -162,6 +165,10 @@ class Reader {
 
 /// Every field of a problem.
 void put_problem(Writer& w, const Problem& p);
+
+/// About the bytes put_problem writes for `p` (its tensors' and arrays'
+/// data, plus room for the fixed fields): Writer::reserve's argument.
+size_t problem_bytes(const Problem& p);
 Problem get_problem(Reader& r);
 
 /// A layer's run: its weights and input.

@@ -37,9 +37,10 @@ namespace oracle_detail {
 // allowed: they cannot change the result.
 void check_finite_inputs(const Problem& p) {
   const auto reject = [](const char* tensor, int64_t a, int64_t b, int64_t c, int64_t d, double x) {
-    throw InputError(fmt::format("{}[{}][{}][{}][{}] is {}, and it reaches the result: the oracle "
-                                 "needs finite values wherever a row can see them",
-                                 tensor, a, b, c, d, x));
+    throw NonFiniteInput(tensor, fmt::format("{}[{}][{}][{}][{}] is {}, and it reaches the result: "
+                                             "the oracle needs finite values wherever a row can "
+                                             "see them",
+                                             tensor, a, b, c, d, x));
   };
   const int64_t group = p.heads / p.kv_heads;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -75,14 +76,16 @@ void check_finite_inputs(const Problem& p) {
       }
     }
   }
-  if (!std::isfinite(p.scale)) throw InputError(fmt::format("scale is {}: it must be finite", p.scale));
+  if (!std::isfinite(p.scale)) {
+    throw NonFiniteInput("scale", fmt::format("scale is {}: it must be finite", p.scale));
+  }
   for (size_t h = 0; h < p.sink.size(); ++h)
     if (!std::isfinite(p.sink[h]))
-      throw InputError(fmt::format("sink[{}] is {}: it must be finite", h, p.sink[h]));
+      throw NonFiniteInput("sink", fmt::format("sink[{}] is {}: it must be finite", h, p.sink[h]));
   if (p.descale) {
     for (const double x : {p.descale->q, p.descale->k, p.descale->v})
       if (!std::isfinite(x))
-        throw InputError(fmt::format("a descale is {}: descales must be finite", x));
+        throw NonFiniteInput("descale", fmt::format("a descale is {}: descales must be finite", x));
   }
 }
 
@@ -292,6 +295,14 @@ OracleResult oracle_varlen(const Problem& p) {
 }
 
 }  // namespace
+
+void check_oracle_inputs(const Problem& p) {
+  if (!p.varlen()) return oracle_detail::check_finite_inputs(p);
+  // As oracle_varlen reads them: sequence by sequence, so that the slots
+  // of a paged cache no sequence uses are not looked at.
+  for (int64_t b = 0; b < p.batch; ++b)
+    if (p.seq_tq(b) > 0) oracle_detail::check_finite_inputs(sequence_problem(p, b));
+}
 
 OracleResult oracle(const Problem& p) {
   if (p.varlen()) return oracle_varlen(p);

@@ -7,6 +7,7 @@
 
 #include "attncheck/dtype.h"
 #include "attncheck/fixture.h"
+#include "attncheck/oracle.h"
 #include "host/isolation.h"
 #include "attncheck/run.h"
 #include "properties/case_context.h"
@@ -18,13 +19,12 @@ namespace {
 
 // The fixture's one case, judged as the run judged it.
 PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
-                            const Fixture& f, const RunConfig& config) {
-  const DType dtype = f.problem.dtype;
+                            const FixtureMeta& meta, const Case& c, const RunConfig& config) {
+  const DType dtype = c.problem.dtype;
   PropertyOutcome out = blank_outcome(prop, impl, dtype);
   CaseContext ctx(impl, dtype, config);
-  ctx.replay_path = f.meta.path.value_or("");
-  const Case c{f.problem, f.args};  // ctx reads it while the report is made
-  const Verdict v = judge_once(prop, ctx, c);
+  ctx.replay_path = meta.path.value_or("");
+  const Verdict v = judge_once(prop, ctx, c);  // ctx reads c while the report is made
   if (v.was_set_aside() && ctx.explained_failures > 0) {
     // With known findings (the failure database's replay): a failure one
     // of them explains is set aside by judge_once, and is xfail by cause.
@@ -52,10 +52,8 @@ PropertyOutcome judge_again(const PropertyDef& prop, const Implementation& impl,
   return out;
 }
 
-}  // namespace
-
-PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
-                               const RunConfig& config) {
+// Every check of replay_fixture before the case is judged; the property.
+const PropertyDef& checked_replay(const Fixture& fixture, const Implementation& impl) {
   const std::string name = fixture.meta.property.value_or("");
   const PropertyDef* prop = find_property_def(name);
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
@@ -67,6 +65,14 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
     if (const auto why = prop->not_a_case(fixture.problem)) {
       throw InputError(fmt::format("problem: not a case of {}: {}", prop->name, *why));
     }
+  }
+  // The oracle's input rule (a NaN or an infinity a row can see has no
+  // exact result): a case `oracle` refuses is refused here too, never
+  // judged, or a correct implementation would "fail" on its NaN output.
+  try {
+    check_oracle_inputs(fixture.problem);
+  } catch (const NonFiniteInput& e) {
+    throw InputError(fmt::format("problem: field '{}': {}", e.field, e.what()));
   }
   if (!impl.info().supports(combo_of(fixture.problem))) {
     throw InputError(fmt::format("{} does not support dtype {}", impl.info().name,
@@ -86,18 +92,39 @@ PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& imp
           fmt::format("meta.path: {} declares no path '{}'", impl.info().name, path));
     }
   }
+  return *prop;
+}
+
+// The case `c` of `meta`'s property judged on `impl`.
+PropertyOutcome replay_case(const PropertyDef& prop, const Implementation& impl,
+                            const FixtureMeta& meta, const Case& c, const RunConfig& config) {
   try {
-    if (auto out = object_outcome(*prop, impl, fixture.problem.dtype)) return *out;
-    return judge_again(*prop, impl, fixture, config);
+    if (auto out = object_outcome(prop, impl, c.problem.dtype)) return *out;
+    return judge_again(prop, impl, meta, c, config);
   } catch (const nlohmann::json::exception& e) {
     // The fixture's args lack what the property reads: the file's fault.
     throw InputError(fmt::format("field 'args': {}", e.what()));
   } catch (const std::exception& e) {
-    PropertyOutcome out = blank_outcome(*prop, impl, fixture.problem.dtype);
+    PropertyOutcome out = blank_outcome(prop, impl, c.problem.dtype);
     out.status = PropertyStatus::failed;
-    out.message = fmt::format("FAILED {} on {}: {}", prop->name, impl.info().name, e.what());
+    out.message = fmt::format("FAILED {} on {}: {}", prop.name, impl.info().name, e.what());
     return out;
   }
+}
+
+}  // namespace
+
+PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config) {
+  const PropertyDef& prop = checked_replay(fixture, impl);
+  return replay_case(prop, impl, fixture.meta, Case{fixture.problem, fixture.args}, config);
+}
+
+PropertyOutcome replay_fixture(Fixture&& fixture, const Implementation& impl,
+                               const RunConfig& config) {
+  const PropertyDef& prop = checked_replay(fixture, impl);
+  const Case c{std::move(fixture.problem), std::move(fixture.args)};
+  return replay_case(prop, impl, fixture.meta, c, config);
 }
 
 RunConfig replay_config(const Fixture& f, const ReplayOverrides& overrides) {

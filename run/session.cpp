@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <map>
 #include <functional>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "core/cancel.h"
+#include "core/text.h"
 #include "host/isolation.h"
 #include "attncheck/registry.h"
 #include "attncheck/reporters.h"
@@ -44,18 +46,20 @@ uint64_t resolve_seed(const std::optional<std::string>& given, std::string_view 
 
 Shard parse_shard(const std::string& text) {
   if (text.empty()) return {};
+  // K/N in plain decimal digits, no sign, space or leading zero: one
+  // spelling per shard, so that " 1/2" and "01/02" are not quietly 1/2.
+  const auto number = [](std::string_view digits) {
+    const bool plain = !digits.empty() && digits.size() <= 9 && digits[0] != '0' &&
+                       digits.find_first_not_of("0123456789") == std::string_view::npos;
+    return plain ? std::stoi(std::string(digits)) : 0;
+  };
   const size_t slash = text.find('/');
-  int k = 0, n = 0;
-  try {
-    size_t used_k = 0, used_n = 0;
-    k = std::stoi(text.substr(0, slash), &used_k);
-    n = std::stoi(text.substr(slash + 1), &used_n);
-    if (slash == std::string::npos || used_k != slash || used_n != text.size() - slash - 1) n = 0;
-  } catch (const std::exception&) {
-    n = 0;
-  }
+  const int k = slash == std::string::npos ? 0 : number(std::string_view(text).substr(0, slash));
+  const int n = slash == std::string::npos ? 0 : number(std::string_view(text).substr(slash + 1));
   if (n < 1 || k < 1 || k > n) {
-    throw InputError(fmt::format("--shard: '{}' is not K/N with 1 <= K <= N", text));
+    throw InputError(fmt::format("--shard: '{}' is not K/N (decimal digits, 1 <= K <= N, no sign, "
+                                 "space or leading zero)",
+                                 printable(text)));
   }
   return {k, n};
 }

@@ -57,17 +57,19 @@ struct Fixture {
 };
 
 /// Reads a file holding either a problem or a fixture (within the input
-/// limits of formats/json.h), validating the problem, the fixture's meta
+/// limits of formats/json.h; only a regular file is read: a FIFO, socket,
+/// device or directory is refused without blocking), validating the problem, the fixture's meta
 /// (string fields, a seed below 2^53) and that args is an object; the
 /// values of args are the property's to check, before replay. Throws
 /// InputError naming the file and the field.
 Fixture load_fixture(const std::string& path);
 
-/// The fixture files `paths` name, in the order given: a regular file as
-/// it is, a folder's regular *.json files (not its subfolders') sorted by
-/// name. Throws InputError "PATH: no such file or folder" (or "... is
-/// neither a file nor a folder") for one that is neither; a folder without
-/// fixtures gives none.
+/// The fixture files `paths` name, in the order given: a path that is not
+/// a folder as it is (load_fixture refuses it unless a regular file: a
+/// FIFO, socket or device is never opened for reading), a folder's regular
+/// *.json files (not its subfolders') sorted by name. Throws InputError
+/// "PATH: no such file or folder" for a path that does not exist; a folder
+/// without fixtures gives none.
 std::vector<std::string> fixture_files(const std::vector<std::string>& paths);
 
 /// Writes a fixture, creating parent directories, as an output file is

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/problem.h"
@@ -108,6 +109,23 @@ inline constexpr unsigned kOracleBits = 128;
 /// NaN or infinity reaches the result (an input some row can see: there is
 /// no exact result to report); non-finite values no row can see are fine.
 OracleResult oracle(const Problem& p);
+
+/// The InputError oracle() and check_oracle_inputs throw for a NaN or an
+/// infinity that reaches the result; `field` is the problem's field that
+/// holds it ("q", "k", "v", "bias", "dout", "scale", "sink", "descale"),
+/// so that a reader of a file can name the file's field.
+class NonFiniteInput : public InputError {
+ public:
+  NonFiniteInput(std::string field, const std::string& what)
+      : InputError(what), field(std::move(field)) {}
+  std::string field;
+};
+
+/// Throws NonFiniteInput as oracle() would, without computing anything: the
+/// input rule every reader of a problem for judging applies (attncheck
+/// oracle and replay alike), so that a case the oracle refuses is never
+/// judged against an implementation.
+void check_oracle_inputs(const Problem& p);
 
 /// Why enclose() does not take p, or nullopt: it covers version 1 forward
 /// problems without a softcap (the tanh would need its own bounded

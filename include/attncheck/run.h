@@ -34,8 +34,16 @@ std::optional<PropertyOutcome> outcome_without_calls(const PropertyInfo& prop,
 /// case, args the property refuses (validate_args), a problem that is no
 /// case of the property (not_a_case) or one `impl` does not declare, and
 /// a recorded dispatch path (meta.path) `impl` does not declare; a call
-/// that names no path is judged by the recorded one.
+/// that names no path is judged by the recorded one. Throws InputError too
+/// for a NaN or an infinity a row can see (the oracle's input rule,
+/// check_oracle_inputs), naming the field.
 PropertyOutcome replay_fixture(const Fixture& fixture, const Implementation& impl,
+                               const RunConfig& config);
+
+/// As above, the fixture's problem and args moved into the case instead of
+/// copied (a large fixture is then in memory once); `fixture` is left
+/// with its meta only.
+PropertyOutcome replay_fixture(Fixture&& fixture, const Implementation& impl,
                                const RunConfig& config);
 
 /// What a replay may override of what the fixture recorded; nullopt (or 0)

@@ -715,14 +715,27 @@ TEST(Fixture, JsonTextLimits) {
 }
 
 TEST(Fixture, EndlessAndBinaryFilesAreRefusedNotReadForever) {
-  // A device that never ends: its first NUL byte is not JSON.
+  // A device that never ends: refused as what it is, never read.
   if (fs::exists("/dev/zero")) {
     try {
       load_fixture("/dev/zero");
       ADD_FAILURE() << "accepted /dev/zero";
     } catch (const InputError& e) {
-      expect_one_line_naming(e, "/dev/zero", "NUL byte at offset 0");
+      expect_one_line_naming(e, "/dev/zero", "it is a character device, not a regular file");
     }
+  }
+  // A regular file's NUL byte is not JSON.
+  {
+    const fs::path nul_dir = temp_dir("nul");
+    const std::string nul = (nul_dir / "nul.json").string();
+    std::ofstream(nul, std::ios::binary) << std::string("{\"a\"", 4) << '\0' << "}";
+    try {
+      load_fixture(nul);
+      ADD_FAILURE() << "accepted a NUL byte";
+    } catch (const InputError& e) {
+      expect_one_line_naming(e, nul, "NUL byte at offset 4");
+    }
+    fs::remove_all(nul_dir);
   }
   // A stream of spaces is read up to the size limit, then refused (a small
   // limit here; input_limits::kFileBytes in use).

@@ -127,11 +127,19 @@ TEST_F(ReportTest, DTypeIsSpelledAsTheCombination) {
   EXPECT_EQ(r["results"][1]["dtype"], "f16");
 }
 
+// The implementation outcome() names, as a report declares it.
+ImplInfo loop_info() {
+  ImplInfo info;
+  info.name = "loop_f64";
+  return info;
+}
+
 TEST_F(ReportTest, MergeJoinsTheResultsInOrder) {
-  const std::string a = write("a.json", report_json({outcome("A", PropertyStatus::passed)}, 7, "ci"));
+  const std::string a =
+      write("a.json", report_json({outcome("A", PropertyStatus::passed)}, 7, "ci", {loop_info()}));
   const std::string b = write("b.json", report_json({outcome("B", PropertyStatus::failed),
                                                      outcome("C", PropertyStatus::xpass)},
-                                                    7, "ci"));
+                                                    7, "ci", {loop_info()}));
   const json merged = merge_reports({a, b});
   EXPECT_EQ(merged["format"], "attncheck-report-1");
   EXPECT_EQ(merged["seed"], 7);
@@ -213,17 +221,65 @@ TEST_F(ReportTest, MergeRefusesWhatIsNotAReportInOneLineNamingTheFile) {
   EXPECT_EQ(merge_error({array}), array + ": field 'format': not an attncheck-report-1 report");
   const std::string no_results = write("r.json", json{{"format", "attncheck-report-1"}});
   EXPECT_EQ(merge_error({no_results}),
-            no_results + ": field 'results': expected an array of results");
-  const std::string bad_status =
-      write("s.json", json{{"format", "attncheck-report-1"},
-                           {"results", json::array({json{{"status", 3}}})}});
-  EXPECT_EQ(merge_error({bad_status}),
-            bad_status + ": field 'results': every result must be an object whose 'status' "
-                         "is a string");
+            no_results + ": field 'results': missing");
+  const std::string bad_status = write(
+      "s.json", json{{"format", "attncheck-report-1"}, {"results", json::array({json{{"status", 3}}})}});
+  EXPECT_EQ(merge_error({bad_status}), bad_status + ": field 'attncheck': missing");
   const std::string not_json = write_text("n.json", "{\"format\": ");
   EXPECT_EQ(merge_error({not_json}).rfind(not_json + ": ", 0), 0u);
   EXPECT_EQ(merge_error({(dir_ / "missing.json").string()}).rfind((dir_ / "missing.json").string(), 0),
             0u);
+}
+
+TEST_F(ReportTest, MergeChecksEveryFieldOfEveryResult) {
+  // Issue 50: a status merge-reports does not know (or none) was merged as
+  // "0 failed", exit 0; every field is now checked, naming file and field.
+  const json good = report_json({outcome("A", PropertyStatus::failed)}, 7, "ci", {loop_info()});
+  EXPECT_EQ(merge_error({write("good.json", good)}), "");
+  const auto error = [&](const std::string& name, auto change) {
+    json j = good;
+    change(j);
+    return merge_error({write(name, j)});
+  };
+  const auto result_error = [&](const std::string& name, auto change) {
+    return error(name, [&](json& j) { change(j["results"][0]); });
+  };
+  const std::string r0 = (dir_ / "r.json").string() + ": results[0]: field ";
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["status"] = "bogus"; }),
+            r0 + "'status': unknown value \"bogus\" (expected one of passed, failed, xfail, xpass, "
+                 "skipped, unsupported, not-run)");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r.erase("status"); }), r0 + "'status': missing");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["status"] = 1; }),
+            r0 + "'status': expected a string, got 1");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["cases"] = -5; }), r0 + "'cases': must be >= 0, got -5");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["cases"] = 2.5; }),
+            r0 + "'cases': expected an integer, got 2.5");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["colour"] = "red"; }), r0 + "'colour': unknown field");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["kind"] = "fancy"; }).rfind(r0 + "'kind': unknown value", 0), 0u);
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["dtype"] = "f8"; }).rfind(r0 + "'dtype': ", 0), 0u);
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["diagnosis"] = json::array({1}); }),
+            r0 + "'diagnosis': element 0: expected a string, got 1");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["counterexample"] = {{"tq", 0}}; }),
+            (dir_ / "r.json").string() + ": results[0]: field 'counterexample': field 'batch': missing");
+  EXPECT_EQ(result_error("r.json", [](json& r) { r["impl"] = "other"; }),
+            r0 + "'impl': 'other' is not one of the report's implementations");
+  const std::string top = (dir_ / "t.json").string() + ": field ";
+  for (const json& seed : {json("7"), json(-1), json(2.5), json(uint64_t{1} << 53)}) {
+    EXPECT_EQ(error("t.json", [&](json& j) { j["seed"] = seed; }).rfind(top + "'seed': ", 0), 0u) << seed;
+  }
+  EXPECT_EQ(error("t.json", [](json& j) { j["profile"] = "fast"; }),
+            top + "'profile': expected \"ci\" or \"thorough\", got \"fast\"");
+  EXPECT_EQ(error("t.json", [](json& j) { j["extra"] = 1; }), top + "'extra': unknown field");
+  EXPECT_EQ(error("t.json", [](json& j) { j["shard"] = {{"index", 3}, {"count", 2}}; }),
+            top + "'shard': index is larger than count");
+  // Two reports declaring one implementation otherwise: two builds.
+  ImplInfo other = loop_info();
+  other.description = "another build";
+  const std::string a = write("a.json", good);
+  json second = report_json({outcome("B", PropertyStatus::passed)}, 7, "ci", {other});
+  const std::string b = write("b.json", second);
+  EXPECT_EQ(merge_error({a, b}),
+            b + ": field 'implementations': 'loop_f64' is declared otherwise than in " + a);
 }
 
 TEST_F(ReportTest, WritingReplacesTheFileAndLeavesNoTemporary) {

@@ -105,9 +105,15 @@ TEST(Shard, ParsesKOverNWithKFromOne) {
   EXPECT_EQ(parse_shard("2/3").index, 2);
   EXPECT_EQ(parse_shard("2/3").count, 3);
   EXPECT_EQ(parse_shard("3/3").index, 3);
-  for (const char* bad : {"0/3", "4/3", "3", "/3", "1/", "a/b", "1/3x", "-1/3", "1/0"}) {
+  EXPECT_EQ(parse_shard("10/10").index, 10);
+  // One spelling: plain digits, no sign, space or leading zero (issue 50:
+  // " 1/2", "01/02" and "+1/2" were read as 1/2, "1/2 " refused).
+  for (const char* bad : {"0/3", "4/3", "3", "/3", "1/", "a/b", "1/3x", "-1/3", "1/0", " 1/2",
+                          "01/02", "+1/2", "1/2 ", "1/ 2", "1/+2", "1//2", "1/2/3",
+                          "1/9999999999"}) {
     EXPECT_EQ(input_error([&] { parse_shard(bad); }),
-              std::string("--shard: '") + bad + "' is not K/N with 1 <= K <= N");
+              std::string("--shard: '") + bad +
+                  "' is not K/N (decimal digits, 1 <= K <= N, no sign, space or leading zero)");
   }
 }
 
