@@ -169,6 +169,15 @@ long child_peak_mib(const std::string& path) {
 }
 
 TEST(PackedTensors, AFixturesMemoryIsASmallMultipleOfItsData) {
+  // A sanitizer's shadow memory and quarantine count in the peak (build-asan
+  // measured 163 MiB): the bound is the plain build's.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "resident memory is the sanitizer's too";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+  GTEST_SKIP() << "resident memory is the sanitizer's too";
+#endif
+#endif
   // 2^22 zeros in q (32 MiB as doubles, 8 MiB of text): the DOM alone
   // would take 64 MiB for q's nodes.
   const fs::path dir = fresh_dir();
