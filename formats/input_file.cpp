@@ -21,15 +21,6 @@ namespace {
   throw InputError(fmt::format("{}: cannot read: {}", printable(path), why));
 }
 
-// What a file that is not a regular one is, for the message.
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
 
 // Closes the descriptor on every way out.
 struct Fd {
@@ -41,6 +32,15 @@ struct Fd {
 
 }  // namespace
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
 std::string read_input_file(const std::string& path, int64_t max_bytes) {
   if (path.empty()) cannot(path, "the path is empty");
   // O_NONBLOCK: opening a FIFO with no writer returns at once instead of
@@ -51,7 +51,7 @@ std::string read_input_file(const std::string& path, int64_t max_bytes) {
     const int e = errno;
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      cannot(path, fmt::format("it is {}, not a regular file", kind_of(st.st_mode)));
+      cannot(path, fmt::format("it is {}, not a regular file", file_kind(st.st_mode)));
     }
     throw InputError(fmt::format("{}: cannot open file: {}", printable(path), std::strerror(e)));
   }
@@ -59,7 +59,7 @@ std::string read_input_file(const std::string& path, int64_t max_bytes) {
   if (::fstat(in.fd, &st) != 0) cannot(path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) cannot(path, "it is a directory");
   if (!S_ISREG(st.st_mode)) {
-    cannot(path, fmt::format("it is {}, not a regular file", kind_of(st.st_mode)));
+    cannot(path, fmt::format("it is {}, not a regular file", file_kind(st.st_mode)));
   }
   if (st.st_size > max_bytes) {
     cannot(path, fmt::format("{} bytes, more than the limit of {} bytes", st.st_size,

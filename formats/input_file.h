@@ -6,6 +6,8 @@
 // directory is one line at once instead of a hang in open() or a read
 // that never ends (docs/cli.md, "Input files").
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -18,5 +20,9 @@ namespace attncheck {
 /// Throws InputError in one line: "PATH: cannot open file: No such file or
 /// directory", "PATH: cannot read: it is a FIFO, not a regular file", ...
 std::string read_input_file(const std::string& path, int64_t max_bytes);
+
+/// What a file that is not a regular one is, for a message ("a FIFO", "a
+/// directory", ...): input and output files are refused in the same words.
+const char* file_kind(mode_t mode);
 
 }  // namespace attncheck

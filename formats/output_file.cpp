@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "formats/input_file.h"
 #include "attncheck/dtype.h"
 #include "core/text.h"
 
@@ -34,16 +35,6 @@ bool write_all(int fd, const std::string& text) {
   return true;
 }
 
-// What a file that is not a regular one is, for the message.
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "not a regular file";
-}
-
 // check_output_path's rule; the lstat of the existing file, or nullopt
 // when there is none. A symbolic link is refused rather than followed: the
 // rename would replace the link, and writing through it would not be atomic.
@@ -55,7 +46,7 @@ std::optional<struct stat> checked_output(const std::string& path, const std::st
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) cannot(what, path, "it is a symbolic link; name the file itself");
     if (S_ISDIR(st.st_mode)) cannot(what, path, "it is a directory");
-    if (!S_ISREG(st.st_mode)) cannot(what, path, fmt::format("it is {}, not a regular file", kind_of(st.st_mode)));
+    if (!S_ISREG(st.st_mode)) cannot(what, path, fmt::format("it is {}, not a regular file", file_kind(st.st_mode)));
     if (st.st_nlink > 1) {
       cannot(what, path, fmt::format("it has {} hard links, and replacing it would split them; "
                                      "name a file with one link",
