@@ -296,6 +296,7 @@ void contain_worker(pid_t harness) {
   ::prctl(PR_SET_NAME, "attncheck-relay");
   Writer w;
   w.put<int32_t>(::getpid());
+  w.put<uint64_t>(0);  // no call: the relay speaks before the first request
   if (init > 0) {
     w.put<uint8_t>(kContained);
     w.put<int32_t>(init);

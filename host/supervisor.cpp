@@ -24,6 +24,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -503,6 +504,17 @@ class Exchange {
   Clock::time_point memory_checked_{};
 };
 
+// A call's id (host/wire.h): random and never 0, the id of what is sent
+// without a request. One generator per thread: the Python binding calls
+// from several.
+uint64_t new_call_id() {
+  thread_local std::mt19937_64 draw{(uint64_t{std::random_device{}()} << 32) ^
+                                    std::random_device{}()};
+  uint64_t id = 0;
+  while (id == 0) id = draw();
+  return id;
+}
+
 }  // namespace
 
 std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::string* request,
@@ -528,11 +540,12 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
   bool running = request == nullptr;
   double cpu_start = worker.cpu_ms();
   auto wall_start = Clock::now();
-  // The frame to send: its length, then the payload where it is (no copy:
-  // a request can be a gigabyte).
-  uint64_t length = request ? request->size() : 0;
+  // The frame to send: its length and the call's id, then the payload
+  // where it is (no copy: a request can be a gigabyte).
+  const uint64_t id = request ? new_call_id() : 0;
+  const uint64_t head[2] = {request ? request->size() + kCallIdBytes : 0, id};
   size_t sent = 0;
-  const size_t to_send = request ? sizeof length + request->size() : 0;
+  const size_t to_send = request ? sizeof head + request->size() : 0;
   std::string buf;
   std::vector<char> chunk(1 << 16);
   for (;;) {
@@ -553,10 +566,9 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
     if (ready < 0 && errno != EINTR) return x.died();
     if (ready > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) worker.drain_output();
     if (ready > 0 && sent < to_send && (pfd[0].revents & POLLOUT)) {
-      const char* from = sent < sizeof length
-                             ? reinterpret_cast<const char*>(&length) + sent
-                             : request->data() + (sent - sizeof length);
-      const size_t n = sent < sizeof length ? sizeof length - sent : to_send - sent;
+      const char* from = sent < sizeof head ? reinterpret_cast<const char*>(head) + sent
+                                            : request->data() + (sent - sizeof head);
+      const size_t n = sent < sizeof head ? sizeof head - sent : to_send - sent;
       const ssize_t k = ::send(worker.fd(), from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         sent += static_cast<size_t>(k);
@@ -572,12 +584,12 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
       // The frames in buf: the relay's first message (once, at start-up),
       // the worker's "received" (once, after the whole request), then its
       // reply, which must be the last bytes.
-      constexpr size_t kHead = sizeof(uint64_t) + sizeof(int32_t);
+      constexpr size_t kHead = kReplyHead;
       while (buf.size() >= sizeof(uint64_t)) {
         uint64_t need = 0;
         std::memcpy(&need, buf.data(), sizeof need);
-        if (need < sizeof(int32_t) + 1) return x.malformed("a frame too short to be a reply");
-        if (need > max_reply + sizeof(int32_t)) {
+        if (need < kHead - sizeof(uint64_t) + 1) return x.malformed("a frame too short to be a reply");
+        if (need > max_reply + kHead - sizeof(uint64_t)) {
           return x.malformed(fmt::format(
               "a reply of {} bytes, more than the call can produce ({})", need, max_reply));
         }
@@ -585,6 +597,8 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
         if (buf.size() < need) break;
         int32_t sender = 0;
         std::memcpy(&sender, buf.data() + sizeof(uint64_t), sizeof sender);
+        uint64_t answers = 0;
+        std::memcpy(&answers, buf.data() + sizeof(uint64_t) + sizeof sender, sizeof answers);
         const auto kind = static_cast<uint8_t>(buf[kHead]);
         if (!worker.placed()) {
           const std::string body = buf.substr(kHead + 1, need - kHead - 1);
@@ -608,6 +622,11 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
                                        "implementation forked; the worker and every process it "
                                        "started were stopped",
                                        sender, what));
+        }
+        if (answers != id) {
+          return x.malformed(fmt::format("a {} of call {:#x}, not of this call ({:#x}): forged "
+                                         "or held back",
+                                         received ? "\"received\"" : "reply", answers, id));
         }
         if (received && (running || sent < to_send)) {
           return x.malformed(running ? "a second \"received\""

@@ -55,6 +55,18 @@ inline constexpr bool kSanitizedBuild = false;
 /// exchange, never becomes an allocation.
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;
 
+/// A request's frame is its length (the payload's bytes plus 8), then the
+/// call's id, then the payload; every reply's frame is its length, the
+/// sender's process id, the id of the call it answers (0 for what is sent
+/// without a request: the relay's message, "ready", a description), then
+/// the reply. The id is drawn at random for each call, so a reply that an
+/// implementation forges or holds back answers no call the harness made,
+/// and is refused, rather than taken for the call in flight and shifting
+/// every later reply by one.
+inline constexpr size_t kCallIdBytes = sizeof(uint64_t);
+/// The bytes before a reply's kind: its length, the sender's pid, the call id.
+inline constexpr size_t kReplyHead = sizeof(uint64_t) + sizeof(int32_t) + kCallIdBytes;
+
 /// The first byte of a request.
 enum Op : uint8_t { kForward = 1, kBackward = 2, kLayerRun = 3 };
 

@@ -52,6 +52,9 @@ pid_t worker_pid = 0;
 
 void on_fork_prepare() { forked = true; }
 
+// The id of the call being answered (host/wire.h): every reply carries it.
+uint64_t call_id = 0;
+
 // The memory limit this worker applied, in MiB (0: none).
 long long memory_limit_mb = 0;
 
@@ -61,6 +64,7 @@ void reply(int fd, const Writer& w) {
   if (::getpid() != worker_pid) _exit(0);
   Writer framed;
   framed.put<int32_t>(worker_pid);
+  framed.put<uint64_t>(call_id);
   std::string payload = framed.bytes() + w.bytes();
   if (!send_frame(fd, payload)) _exit(channel_failure_exit());
 }
@@ -118,9 +122,12 @@ Writer answer(const Implementation& impl, std::string&& request,
   for (;;) {
     uint64_t n = 0;
     if (!read_exact(fd, reinterpret_cast<char*>(&n), sizeof n)) _exit(channel_failure_exit());
-    if (n > kMaxFrameBytes) _exit(4);
-    std::string request(n, '\0');
-    if (!read_exact(fd, request.data(), n)) _exit(channel_failure_exit());
+    if (n > kMaxFrameBytes || n < kCallIdBytes) _exit(4);
+    if (!read_exact(fd, reinterpret_cast<char*>(&call_id), sizeof call_id)) {
+      _exit(channel_failure_exit());
+    }
+    std::string request(n - kCallIdBytes, '\0');
+    if (!read_exact(fd, request.data(), request.size())) _exit(channel_failure_exit());
     forked = false;
     Writer w;
     std::unique_ptr<Problem> problem;

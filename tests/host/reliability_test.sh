@@ -7,7 +7,8 @@
 #     of its own, a daemon started by a plugin's constructor: found, killed,
 #     the implementation (or plugin) named; nothing outlives the run,
 #     `list` and `describe` included;
-#   - a forged status and an oversized reply header end the call as a
+#   - a forged reply (its status bogus or ok) and an oversized reply
+#     header end the call as a
 #     malformed reply, never crash the harness or allocate the size;
 #   - what a plugin prints is captured: never in the harness's output
 #     (describe --json stays JSON), quoted escaped in the failure;
@@ -74,8 +75,15 @@ done
 # ---- The wire: a forged status, a huge reply ----
 check forges_status --report forged.json
 [[ $code -eq 1 ]] || fail "forges_status: exit $code, expected 1 (no crash)"
-has forges_status.out 'malformed reply during forward (status 7' "the forged status is reported"
+has forges_status.out 'malformed reply during forward (a reply of call 0x0, not of this call' \
+  "the forged reply is refused by its call id"
 [[ -s forged.json ]] || fail "forges_status: no report"
+# A well-formed reply (status ok) written during the call, before the
+# worker's own: before call ids it was taken as the call's answer.
+check forges_reply
+[[ $code -eq 1 ]] || fail "forges_reply: exit $code, expected 1"
+has forges_reply.out 'malformed reply during forward (a reply of call 0x0, not of this call' \
+  "a well-formed forged reply answers no call"
 check sends_huge_reply
 [[ $code -eq 1 ]] || fail "sends_huge_reply: exit $code, expected 1"
 has sends_huge_reply.out 'a reply of 34359738368 bytes, more than the call can produce' \

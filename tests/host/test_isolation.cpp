@@ -20,6 +20,7 @@
 #include "host/isolation.h"
 #include "attncheck/layer.h"
 #include "host/plugin_loader.h"
+#include "host/wire.h"
 #include "attncheck/properties.h"
 #include "attncheck/run.h"
 #include "properties/property_def.h"
@@ -375,4 +376,27 @@ int main(int argc, char** argv) {
   if (const auto code = attncheck::worker_main(argc, argv)) return *code;
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// A forward reply whose status is none of Status's values is malformed: a
+// forged status never reaches the properties (since call ids, a plugin's
+// forged frame is refused before its status is read; this is the check
+// behind that one).
+TEST(Wire, AStatusOutsideTheEnumIsMalformed) {
+  using namespace attncheck::host_detail;
+  for (const int32_t status : {0, 1, 2, 3, 7, -1}) {
+    Writer w;
+    w.put<int32_t>(status);
+    w.put_str("");
+    for (int i = 0; i < 3; ++i) w.put_vec(std::vector<double>{});
+    w.put<int64_t>(-1);
+    w.put<int32_t>(0);
+    Reader r(w.bytes());
+    std::optional<int64_t> score;
+    if (status >= 0 && status <= 2) {
+      EXPECT_NO_THROW(get_forward_result(r, score)) << status;
+    } else {
+      EXPECT_THROW(get_forward_result(r, score), WireError) << status;
+    }
+  }
 }

@@ -257,7 +257,7 @@ static void* reply_later(void* unused) {
   char* at = frame + 8;
   const int32_t pid = (int32_t)getpid(), status = 0, path = -1;
   const uint8_t kind = 0;
-  const uint64_t none = 0;
+  const uint64_t none = 0, call = 0; /* the call id it cannot know */
   const int64_t score = -1;
   uint64_t length;
   (void)unused;
@@ -267,6 +267,7 @@ static void* reply_later(void* unused) {
    * machine. */
   while (main_state() != 'S') sched_yield();
   put(&at, &pid, sizeof pid);
+  put(&at, &call, sizeof call);
   put(&at, &kind, sizeof kind);
   put(&at, &status, sizeof status);
   put(&at, &none, sizeof none);

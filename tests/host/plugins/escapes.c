@@ -138,16 +138,20 @@ static void write_all(int fd, const char* data, size_t n) {
   }
 }
 
-static int forges(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
+/* A forward reply of its own, with `status`, and the worker's pid but a
+ * call id it cannot know (0, what is sent without a request). */
+static int forge_reply(void* ctx, const attncheck_problem* p, attncheck_outputs* o,
+                       int32_t status) {
   if (p->tk >= 3) {
     char frame[128];
     char* at = frame + 8;
-    const int32_t pid = (int32_t)getpid(), status = 7, path = 0;
+    const int32_t pid = (int32_t)getpid(), path = 0;
     const uint8_t kind = 0; /* a forward result */
-    const uint64_t none = 0;
+    const uint64_t none = 0, call = 0;
     const int64_t score = -1;
     uint64_t length;
     put(&at, &pid, sizeof pid);
+    put(&at, &call, sizeof call);
     put(&at, &kind, sizeof kind);
     put(&at, &status, sizeof status);
     put(&at, &none, sizeof none); /* error text */
@@ -162,6 +166,14 @@ static int forges(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
     for (;;) pause();
   }
   return forward_f64(ctx, p, o);
+}
+
+static int forges(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
+  return forge_reply(ctx, p, o, 7);
+}
+
+static int forges_ok(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
+  return forge_reply(ctx, p, o, 0);
 }
 
 static int huge(void* ctx, const attncheck_problem* p, attncheck_outputs* o) {
@@ -241,6 +253,7 @@ static int writes_late(void* ctx, const attncheck_problem* p, attncheck_outputs*
 static const attncheck_impl kEscapes[] = {
     ESCAPES_IMPL("stops_between_calls", stops),  ESCAPES_IMPL("daemonizes", daemonizes),
     ESCAPES_IMPL("spawns", spawns),              ESCAPES_IMPL("forges_status", forges),
+    ESCAPES_IMPL("forges_reply", forges_ok),
     ESCAPES_IMPL("sends_huge_reply", huge),      ESCAPES_IMPL("prints_then_crashes", prints),
     ESCAPES_IMPL("closes_channel", closes),      ESCAPES_IMPL("eats_memory", eats),
     ESCAPES_IMPL("writes_after_return", writes_late),
