@@ -1,5 +1,6 @@
 #include "properties/args.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -26,6 +27,24 @@ std::string one_line(std::string s) {
 }
 
 }  // namespace
+
+ArgsCheck::ArgsCheck(const json& args, const Problem& p,
+                     std::initializer_list<std::string_view> keys)
+    : args_(args), p_(p) {
+  if (!args_.is_object()) return;
+  for (const auto& [key, value] : args_.items()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      error(key, fmt::format("not an arg of this property (its args: {})",
+                             fmt::join(std::vector<std::string_view>(keys), ", ")));
+    }
+  }
+}
+
+void refuse_args(const Fixture& f, std::string_view property) {
+  if (!f.args.is_object() || f.args.empty()) return;
+  throw InputError(one_line(fmt::format("field 'args.{}': {} takes no args",
+                                        f.args.begin().key(), property)));
+}
 
 const json* ArgsCheck::find(std::string_view key) const {
   if (!args_.is_object()) return nullptr;
@@ -160,7 +179,7 @@ int64_t ArgsCheck::elements(std::string_view key, std::initializer_list<int64_t>
 }
 
 void validate_row_arg(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem, {"row"});
   a.required({"row"});
   a.row("row");
 }

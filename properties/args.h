@@ -22,8 +22,12 @@ namespace attncheck {
 /// prefixes the file.
 class ArgsCheck {
  public:
-  /// Args of a fixture of problem `p`; both must outlive the check.
-  ArgsCheck(const nlohmann::json& args, const Problem& p) : args_(args), p_(p) {}
+  /// Args of a fixture of problem `p`; both must outlive the check. `keys`
+  /// are every arg the property writes: any other key is refused here
+  /// ("not an arg of this property"), so a fixture cannot carry a field
+  /// that reads as meaningful and is silently ignored.
+  ArgsCheck(const nlohmann::json& args, const Problem& p,
+            std::initializer_list<std::string_view> keys);
 
   const Problem& problem() const { return p_; }
 
@@ -72,6 +76,10 @@ class ArgsCheck {
   const nlohmann::json& args_;
   const Problem& p_;
 };
+
+/// Refuses every arg of a fixture whose property writes none (replay of a
+/// property without a validator).
+void refuse_args(const Fixture& f, std::string_view property);
 
 /// The fixture validator of a property whose one arg is the row it judges,
 /// "row": [b, h, i] inside the problem (MaskedWeightsAreZero,

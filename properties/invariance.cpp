@@ -51,7 +51,7 @@ Case draw_permutation(CaseContext& ctx) {
 }
 
 void validate_permutation(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem, {"key_permutation", "query_permutation"});
   a.required({"key_permutation", "query_permutation"});
   a.permutation("key_permutation", f.problem.tk, "tk");
   a.permutation("query_permutation", f.problem.tq, "tq");
@@ -253,7 +253,7 @@ PropertyDef key_translation_property() {
                        "adding one vector w to every key (exact sums) changes neither a nor o",
                        100, always_applies, draw_translation, judge_translation,
                        [](const Fixture& f) {
-                         const ArgsCheck a(f.args, f.problem);
+                         const ArgsCheck a(f.args, f.problem, {"w"});
                          a.required({"w"});
                          a.finite_numbers("w", f.problem.dk);
                          // A case the property would have discarded is
@@ -272,7 +272,7 @@ PropertyDef layout_property() {
                        "strides) gives the same output",
                        100, needs_features(ATTNCHECK_FEATURE_STRIDES, "FEATURE_STRIDES"),
                        draw_layout, judge_layout, [](const Fixture& f) {
-                         const ArgsCheck a(f.args, f.problem);
+                         const ArgsCheck a(f.args, f.problem, {"layout"});
                          a.required({"layout"});
                          a.one_of("layout", {"contiguous", "bthd", "padded"});
                        },

@@ -139,7 +139,7 @@ Case draw_slice(CaseContext& ctx) {
 }
 
 void validate_slice(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem, {"changed", "index"});
   const Problem& p = f.problem;
   a.required({"changed", "index"});
   a.one_of("changed", {"kv_head", "batch"});

@@ -212,7 +212,7 @@ PropertyDef extreme_scores_property() {
       100, extreme_skip_reason, draw_extreme, judge_against_oracle, [](const Fixture& f) {
         // Not read by the judge (the problem holds the scaled q), but kept
         // as a record of how it was drawn.
-        const ArgsCheck a(f.args, f.problem);
+        const ArgsCheck a(f.args, f.problem, {"q_scaled_by_power_of_two", "score_exponent"});
         a.integer("q_scaled_by_power_of_two", -100000, 100000, "exponent");
         a.integer("score_exponent", -100000, 100000, "exponent");
       });

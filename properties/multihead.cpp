@@ -178,7 +178,8 @@ Case draw_layer(CaseContext& ctx) {
 // heads and dk fix the layer's heads and d_model, and with them the sizes of
 // the inputs ([batch][t][d_model]) and projections ([d_model][d_model]).
 void validate_layer(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem,
+                    {"d_model", "heads", "w_k", "w_o", "w_q", "w_v", "x_kv", "x_q"});
   const Problem& p = f.problem;
   const int64_t d = p.heads * p.dk;
   a.required({"d_model", "heads", "w_k", "w_o", "w_q", "w_v", "x_kv", "x_q"});

@@ -389,13 +389,13 @@ void judge_descale(CaseContext& ctx, const Case& c) {
 }
 
 void validate_changed(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem, {"changed_sequence"});
   a.required({"changed_sequence"});
   a.integer("changed_sequence", 0, f.problem.batch - 1, "sequence");
 }
 
 void validate_doubled(const Fixture& f) {
-  const ArgsCheck a(f.args, f.problem);
+  const ArgsCheck a(f.args, f.problem, {"doubled"});
   a.required({"doubled"});
   a.one_of("doubled", {"q", "k", "v"});
   if (!f.problem.descale) throw InputError("problem: DescaleEquivalence needs descales");

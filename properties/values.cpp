@@ -246,7 +246,7 @@ PropertyDef value_linearity_property() {
                        "f(Q, K, a V1 + b V2) = a f(Q, K, V1) + b f(Q, K, V2) within tolerance",
                        100, always_applies, draw_linearity, judge_linearity,
                        [](const Fixture& f) {
-                         const ArgsCheck a(f.args, f.problem);
+                         const ArgsCheck a(f.args, f.problem, {"a", "b", "v2"});
                          a.required({"a", "b"});
                          a.finite_number("a");
                          a.finite_number("b");

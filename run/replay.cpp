@@ -10,6 +10,7 @@
 #include "attncheck/oracle.h"
 #include "host/isolation.h"
 #include "attncheck/run.h"
+#include "properties/args.h"
 #include "properties/case_context.h"
 #include "run/failure_report.h"
 #include "run/judge_once.h"
@@ -58,7 +59,11 @@ const PropertyDef& checked_replay(const Fixture& fixture, const Implementation& 
   const PropertyDef* prop = find_property_def(name);
   if (!prop) throw InputError(fmt::format("meta.property: unknown property '{}'", name));
   if (!prop->has_cases()) throw InputError(fmt::format("{} has no single case to replay", name));
-  if (prop->validate_args) prop->validate_args(fixture);
+  if (prop->validate_args) {
+    prop->validate_args(fixture);
+  } else {
+    refuse_args(fixture, prop->name);
+  }
   // A fixture's label is a claim: its problem must be one the property
   // could have drawn, or a correct implementation could "fail" its replay.
   if (prop->not_a_case) {
