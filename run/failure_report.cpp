@@ -1,6 +1,7 @@
 // The failure report of SPEC 2 and its fixture (run/failure_report.h).
 
 #include "run/failure_report.h"
+#include "run/saved_failures.h"
 
 #include <algorithm>
 #include <cctype>
@@ -140,8 +141,12 @@ void report_failure(const PropertyDef& prop, const Implementation& impl, DType d
       const std::string path =
           fixture_path(config.save_failures_dir, impl.info().name, dtype, prop.name);
       try {
-        save_fixture(path, f);
-        out.fixture = path;
+        out.fixture = save_failure_fixture(config.save_failures_dir, path, f);
+        if (out.fixture != path) {
+          report << fmt::format("  (saved beside {}, which another run sharing the folder "
+                                "wrote during this one)\n",
+                                path);
+        }
       } catch (const std::exception& e) {
         out.fixture_error = e.what();
         report << "  (fixture not saved: " << e.what() << ")\n";

@@ -2,9 +2,17 @@
 
 #include "run/saved_failures.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <system_error>
 
 #include "attncheck/dtype.h"
@@ -14,13 +22,102 @@
 #include "run/failure_report.h"
 
 namespace attncheck {
+namespace {
+
+// A fixture file as this process last read or wrote it: its identity and
+// modification time (nullopt: there was none). Forked children (--jobs)
+// inherit what the session read before forking.
+struct FileState {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  timespec mtime{};
+  bool operator==(const FileState& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+
+std::optional<FileState> file_state(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileState{st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+}
+
+std::mutex seen_mutex;
+std::map<std::string, std::optional<FileState>>& seen_files() {
+  static std::map<std::string, std::optional<FileState>> seen;
+  return seen;
+}
+
+void remember(const std::string& path) {
+  const auto state = file_state(path);
+  const std::lock_guard lock(seen_mutex);
+  seen_files()[path] = state;
+}
+
+// True when the file at `path` is as this process last saw it (absent
+// included); a file never looked at may be written only when absent.
+bool unchanged_since_seen(const std::string& path) {
+  const auto now = file_state(path);
+  const std::lock_guard lock(seen_mutex);
+  const auto it = seen_files().find(path);
+  if (it == seen_files().end()) return !now;
+  return it->second == now;
+}
+
+// An exclusive lock on the save folder, for one check-and-write. Without
+// one (a folder that refuses the lock file) the write goes on unlocked.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir) {
+    fd_ = ::open((std::filesystem::path(dir) / ".attncheck-save.lock").c_str(),
+                 O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+std::string save_failure_fixture(const std::string& dir, const std::string& path,
+                                 const Fixture& f) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // save_fixture names the error, if any
+  const FolderLock lock(dir);
+  std::string to = path;
+  if (!unchanged_since_seen(path)) {
+    const fs::path p(path);
+    for (int n = 2;; ++n) {
+      to = (p.parent_path() / fmt::format("{}-{}.json", p.stem().string(), n)).string();
+      if (!fs::exists(to, ec)) break;
+    }
+  }
+  save_fixture(to, f);
+  remember(to);
+  return to;
+}
 
 std::optional<SavedFixture> find_saved_failure(const PropertyInfo& prop, const std::string& impl,
                                                DType dtype, const RunConfig& config) {
   namespace fs = std::filesystem;
-  if (config.save_failures_dir.empty() || !config.replay_saved) return std::nullopt;
+  if (config.save_failures_dir.empty()) return std::nullopt;
   SavedFixture saved;
   saved.path = fixture_path(config.save_failures_dir, impl, dtype, prop.name);
+  // What this run may replace when it saves this item's failure.
+  remember(saved.path);
+  if (!config.replay_saved) return std::nullopt;
   std::error_code ec;
   if (!fs::is_regular_file(saved.path, ec)) return std::nullopt;
   try {
@@ -77,6 +174,7 @@ SavedReplay replay_saved_failure(const SavedFixture& saved, const Implementation
         if (ec && !fs::exists(saved.path, there) && fs::exists(to, there)) ec.clear();
         r.saved.note = ec ? fmt::format("not moved: {}", ec.message()) : to.string();
       }
+      remember(saved.path);  // gone by this run's hand: its place is free again
       break;
     }
     default:

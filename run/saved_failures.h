@@ -33,6 +33,18 @@ struct SavedFixture {
 std::optional<SavedFixture> find_saved_failure(const PropertyInfo& prop, const std::string& impl,
                                                DType dtype, const RunConfig& config);
 
+/// Saves an item's failure `f` at `path` (fixture_path in the run's save
+/// folder) and returns where it went. A run replaces only a fixture it
+/// read (find_saved_failure recorded the file as it was) and that no other
+/// run has written since; a fixture another run sharing the folder wrote
+/// during this one (pytest -n, ctest -j, two CI jobs) is kept, and this
+/// run's case goes beside it as IMPL-DTYPE-PROPERTY-2.json (-3, ...), so
+/// a report never names a fixture holding another run's case. The check and the
+/// write are one step under a lock on the folder held for that step only.
+/// Throws InputError as save_fixture.
+std::string save_failure_fixture(const std::string& dir, const std::string& path,
+                                 const Fixture& f);
+
 /// What an item's saved failure gave, and its replay's outcome.
 struct SavedReplay {
   SavedFailure saved;

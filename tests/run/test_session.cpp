@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,6 +23,9 @@
 #include "attncheck/registry.h"
 #include "attncheck/reporters.h"
 #include "core/cancel.h"
+#include "attncheck/fixture.h"
+#include "run/failure_report.h"
+#include "run/saved_failures.h"
 
 namespace attncheck {
 namespace {
@@ -356,6 +361,41 @@ TEST(Session, AnInterruptionMidPropertySavesNoFixture) {
   EXPECT_TRUE(r.interrupted);
   EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir;
   std::filesystem::remove_all(dir);
+}
+
+TEST(Session, AFixtureAnotherRunWroteDuringThisOneIsKeptAndThisRunsGoesBeside) {
+  // Two runs sharing a --save-failures folder (pytest -n, ctest -j, two CI
+  // jobs) once left a report naming a fixture that held the other run's
+  // case: the later save replaced the earlier one (issue 50).
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("attncheck-shared-{}", getpid());
+  fs::remove_all(dir);
+  RunConfig run;
+  run.save_failures_dir = dir.string();
+  const PropertyInfo& prop = *find_property("MatchesOracle");
+  const std::string path = fixture_path(dir.string(), "broken_unscaled", DType::f64, prop.name);
+  const auto text = [](const std::string& file) {
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  Fixture theirs = load_fixture(ATTNCHECK_SOURCE_DIR "/fixtures/seed_exercise1.json");
+  theirs.meta.property = prop.name;
+  Fixture mine = theirs;
+  mine.meta.seed = 12345;
+  // This run reads the folder first (no fixture yet); another run then
+  // saves its case there, by its own hand (this process does not see it).
+  ASSERT_FALSE(find_saved_failure(prop, "broken_unscaled", DType::f64, run));
+  save_fixture(path, theirs);
+  const std::string their_text = text(path);
+  const std::string saved = save_failure_fixture(dir.string(), path, mine);
+  EXPECT_EQ(fs::path(saved).filename(), "broken_unscaled-f64-MatchesOracle-2.json");
+  EXPECT_EQ(text(path), their_text) << "the other run's fixture was replaced";
+  EXPECT_NE(text(saved).find("12345"), std::string::npos);
+  // A fixture this run read is replaced in place.
+  find_saved_failure(prop, "broken_unscaled", DType::f64, run);
+  EXPECT_EQ(save_failure_fixture(dir.string(), path, mine), path);
+  EXPECT_NE(text(path).find("12345"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST(Session, AnExpectedFailureIsXfail) {
