@@ -114,6 +114,15 @@ namespace attncheck::bugs {
     "scores more than ln(the largest finite value) of the softmax format " \
     "above that block's max (the row max taken from the first block only, " \
     "the online rescale skipped?)") \
+  X(q8_scale_per_row, \
+    "output matches attention with each Q row quantized to q8_0 under one " \
+    "scale for the whole row (its largest magnitude / 127) instead of one " \
+    "per block of 32 (the block scale computed once per row?)") \
+  X(sink_lost_past_first_block, \
+    "output matches attention without the sink on exactly the rows whose " \
+    "first allowed key lies past the first key block (the sink folded into " \
+    "block 0's running state, lost when a window lets the kernel skip that " \
+    "block?)") \
   X(illegal_instruction, \
     "the implementation's process died of SIGILL, an instruction this CPU " \
     "or its operating system does not allow (a dispatch or a JIT that chose " \
@@ -182,7 +191,13 @@ namespace attncheck::bugs {
   X(broken_f64_in_f32, computed_in_f32, \
     "declares f64 and f64 accumulation but computes everything in float") \
   X(broken_q_f16_undeclared, q_rounded_to_f16, \
-    "rounds Q to f16 before q.k (K/V in f16) but declares no q_cast")
+    "rounds Q to f16 before q.k (K/V in f16) but declares no q_cast") \
+  X(broken_q8_scale_per_row, q8_scale_per_row, \
+    "quant_kv_q8_f32 quantizing each Q row to q8_0 with one scale for the " \
+    "row (its largest magnitude / 127) instead of one per block of 32") \
+  X(broken_sink_lost_past_window, sink_lost_past_first_block, \
+    "paged_online_f32 that adds the sink in key block 0's state, so rows " \
+    "whose window skips that block lose their sink")
 
 /// A bug class of the catalogue.
 enum class Bug {

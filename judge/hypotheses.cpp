@@ -294,6 +294,90 @@ std::optional<Alternative> q_rounded_to_f16(const Problem& p, const OracleResult
   return alt;
 }
 
+// Q quantized to q8_0 with one scale per row where q8_0 is declared (per
+// block of 32): ggml's quantize_row_q8_0 (d = amax / 127, n = round(x / d),
+// d stored as f16) with amax taken over the row. The problem with Q's values
+// so quantized, judged by the declared traits. Nothing changes for a row of
+// one block, or where each block's largest magnitude is the row's.
+std::optional<Alternative> q8_scale_per_row(const Problem& p, const OracleResult&,
+                                            const PrecisionTraits& declared) {
+  if (declared.q_cast_format(combo_of(p).kv) != DType::q8_0 || p.dk <= 32) return std::nullopt;
+  Problem a = p;
+  bool changed = false;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        double amax = 0;
+        for (int64_t t = 0; t < p.dk; ++t) amax = std::max(amax, std::fabs(p.q_at(b, h, i, t)));
+        const double d = amax / 127, id = d != 0 ? 1 / d : 0, d16 = round_to(DType::f16, d);
+        for (int64_t t = 0; t < p.dk; ++t) {
+          double& x = a.q.data[a.q_offset(b, h, i, t)];
+          const double r = static_cast<double>(std::lround(x * id)) * d16;
+          changed = changed || r != x;
+          x = r;
+        }
+      }
+  if (!changed) return std::nullopt;
+  Alternative alt;
+  alt.result = oracle(a);
+  alt.problem = std::move(a);
+  alt.traits = declared;
+  return alt;
+}
+
+// The sink lost on the rows whose first allowed key is at `block` or later:
+// those rows take the oracle's result without the sink, the others keep the
+// correct one. One alternative per key block of the sizes kernels use that
+// changes some row (dense problems: a varlen one's rows are its sequences').
+std::vector<Alternative> sink_lost_past_first_block(const Problem& p,
+                                                    const OracleResult& correct,
+                                                    const PrecisionTraits& declared) {
+  if (p.sink.empty() || p.varlen()) return {};
+  Problem plain = p;
+  plain.sink.clear();
+  std::optional<OracleResult> without;
+  std::vector<Alternative> out;
+  std::vector<uint8_t> previous;
+  for (const int64_t block : {16, 32, 64, 128, 256}) {
+    std::vector<uint8_t> lost(correct.lse.size(), 0);
+    bool any = false;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i) {
+          int64_t first = p.tk;
+          for (int64_t j = 0; j < p.tk && first == p.tk; ++j)
+            if (p.allowed(b, h, i, j)) first = j;
+          const bool l = first < p.tk && first >= block;
+          lost[row_index(p, b, h, i)] = l;
+          any = any || l;
+        }
+    if (!any) break;  // larger blocks lose fewer rows
+    if (lost == previous) continue;
+    previous = lost;
+    if (!without) without = oracle(plain);
+    Alternative a;
+    a.problem = p;
+    a.result = correct;
+    a.traits = declared;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t i = 0; i < p.tq; ++i) {
+          const size_t row = row_index(p, b, h, i);
+          if (!lost[row]) continue;
+          for (int64_t d = 0; d < p.dv; ++d)
+            a.result.out[out_index(p, b, h, i, d)] = without->out[out_index(p, b, h, i, d)];
+          for (int64_t j = 0; j < p.tk; ++j)
+            a.result.weights[weight_index(p, b, h, i, j)] =
+                without->weights[weight_index(p, b, h, i, j)];
+          a.result.lse[row] = without->lse[row];
+          a.result.row_max[row] = without->row_max[row];
+          a.result.row_sum[row] = without->row_sum[row];
+        }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 bool has_window(const Problem& p) { return p.window_left >= 0 || p.window_right >= 0; }
 
 // The correct values judged as if every format flushed (SPEC 4: results
@@ -574,6 +658,8 @@ std::vector<Hypothesis> make_table() {
        [](const Offence& o, const ImplInfo&) { return pv_sum_rounding_explains(o, DType::bf16); }},
       {Bug::tiled_softcap_padding, transformed(tiled_softcap_padding), {}, {}, true},
       {Bug::stale_running_max, nullptr, {}, stale_running_max_explains},
+      {Bug::q8_scale_per_row, q8_scale_per_row, {}, {}, true},
+      {Bug::sink_lost_past_first_block, nullptr, sink_lost_past_first_block, {}, true},
       // A death, never an output: judged by the signal (death_explained).
       {Bug::illegal_instruction, nullptr, {}, [](const Offence&, const ImplInfo&) { return false; }},
   };
