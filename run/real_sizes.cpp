@@ -44,20 +44,14 @@ bool same_draw(gen::SizeShape a, const gen::SizeShape& b) {
 
 }  // namespace
 
-SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t seed) {
-  const std::string& property = prop.name;
-  const AtSize at_size = prop.at_size;
-  SizePhase phase;
-  const Profile profile = ctx.config().profile;
-  ctx.set_size(std::nullopt);
-  const gen::GenSpec spec = ctx.spec();
+std::vector<gen::SizeShape> planned_real_shapes(const std::string& property, AtSize at_size,
+                                                Profile profile, const gen::GenSpec& spec,
+                                                int64_t weight, uint64_t seed) {
   const int64_t cap = gen::size_cost_cap(profile);
-  const int64_t weight = gen::reference_weight(ctx.info());
-
-  // The shapes: the fixed list and the structural covering set (or this
-  // property's share of the fixed list, starting at a place of its own so
-  // that the catalog covers the list), then the random draws; fitted,
-  // duplicates dropped.
+  // The shapes: the fixed list, the structural covering set and the
+  // covering rule's (or this property's share of the fixed list, starting
+  // at a place of its own so that the catalog covers the list), then the
+  // random draws; fitted, duplicates dropped.
   const Plan plan = plan_for(at_size, profile);
   const std::vector<gen::SizeShape> fixed = gen::fixed_real_shapes(profile);
   std::vector<gen::SizeShape> shapes;
@@ -70,9 +64,8 @@ SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t see
     // case of every run), numbered from far-below scores so that with
     // CI's 13 fixed shapes near-flat scores come at tk 1025 and far-below
     // ones at the decode over 4097 keys. Properties with a share of the
-    // shapes draw
-    // plain values: their judges change values (sums of two value sets,
-    // translated keys) within limits the regimes sit near.
+    // shapes draw plain values: their judges change values (sums of two
+    // value sets, translated keys) within limits the regimes sit near.
     if (at_size == AtSize::all) {
       f.regime = static_cast<gen::SizeRegime>((shapes.size() + 2) % gen::kSizeRegimes);
     }
@@ -81,6 +74,11 @@ SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t see
   if (plan.fixed_share == 0) {
     for (const auto& s : fixed) add(s);
     for (const auto& s : gen::structural_real_shapes()) add(s);
+    // The covering rule (issue 51): every on/off combination of every pair
+    // of declared structural features, whatever fitting left of the lists.
+    for (const auto& s : gen::covering_shapes(shapes, spec, cap, weight,
+                                              static_cast<int64_t>(shapes.size())))
+      add(s);
   } else {
     const size_t start = fnv1a(property) % fixed.size();
     const size_t step = fixed.size() / plan.fixed_share;
@@ -89,6 +87,17 @@ SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t see
   for (int k = 0; k < plan.random; ++k) {
     add(gen::random_real_shape(profile, mix(seed ^ (0x5157ull + static_cast<uint64_t>(k)))));
   }
+  return shapes;
+}
+
+SizePhase run_real_sizes(const PropertyDef& prop, CaseContext& ctx, uint64_t seed) {
+  const std::string& property = prop.name;
+  SizePhase phase;
+  const Profile profile = ctx.config().profile;
+  ctx.set_size(std::nullopt);
+  const gen::GenSpec spec = ctx.spec();
+  const std::vector<gen::SizeShape> shapes = planned_real_shapes(
+      property, prop.at_size, profile, spec, gen::reference_weight(ctx.info()), seed);
 
   // One case at a shape: drawn with RapidCheck (the property's own draw,
   // at that shape), judged, never shrunk by it: given a failure RapidCheck

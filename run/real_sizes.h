@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attncheck/outcome.h"
 #include "attncheck/properties.h"
 #include "properties/case_context.h"
+#include "properties/gen/real_size_shapes.h"
 
 namespace attncheck {
 
@@ -17,6 +19,15 @@ struct SizePhase {
   RealSizeCounts counts;
   std::string found;  ///< on failure: the shape it was found at, and the search
 };
+
+/// The fitted shapes the real-size phase judges for `property` (its
+/// at_size) under `profile`, in order: for AtSize::all the fixed list, the
+/// structural covering set and the covering rule's shapes
+/// (gen::covering_shapes), else a share of the fixed list; then the random
+/// draws of `seed`. `weight` is gen::reference_weight of the implementation.
+std::vector<gen::SizeShape> planned_real_shapes(const std::string& property, AtSize at_size,
+                                                Profile profile, const gen::GenSpec& spec,
+                                                int64_t weight, uint64_t seed);
 
 /// After the small problems passed: the property's real-size shapes, each
 /// one case drawn and judged (no RapidCheck shrinking). A failure is shrunk

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "properties/gen/serving_plans.h"
 #include "properties/gen/spec.h"
 #include "properties/seeds.h"
 
@@ -315,6 +316,148 @@ std::vector<SizeShape> structural_real_shapes() {
       chunked_prefill(
           shape("speculative decoding, 4 queries over 2000 keys", 1, 2, 1, 4, 2000, 32, 32)),
   };
+}
+
+namespace {
+
+constexpr const char* kCoverFactorNames[kCoverFactors] = {
+    "causal", "window", "mask", "key padding", "bias", "softcap", "sink", "GQA"};
+
+bool sink_allowed(const GenSpec& spec) { return detail::may_have(spec, ATTNCHECK_FEATURE_SINK); }
+
+// A combination of the covering rule: factors a < b with values va, vb.
+struct PairCombo {
+  int a, b;
+  bool va, vb;
+  bool met_by(uint32_t f) const {
+    return (((f >> a) & 1u) != 0) == va && (((f >> b) & 1u) != 0) == vb;
+  }
+};
+
+std::vector<PairCombo> pair_combos(uint32_t declared) {
+  std::vector<PairCombo> out;
+  for (int a = 0; a < kCoverFactors; ++a)
+    for (int b = a + 1; b < kCoverFactors; ++b) {
+      if (!((declared >> a) & 1u) || !((declared >> b) & 1u)) continue;
+      for (const bool va : {false, true})
+        for (const bool vb : {false, true}) out.push_back({a, b, va, vb});
+    }
+  return out;
+}
+
+std::vector<PairCombo> uncovered(const std::vector<uint32_t>& have, uint32_t declared) {
+  std::vector<PairCombo> out;
+  for (const PairCombo& c : pair_combos(declared)) {
+    bool met = false;
+    for (const uint32_t f : have) met = met || c.met_by(f);
+    if (!met) out.push_back(c);
+  }
+  return out;
+}
+
+// The unfitted shape with exactly the factors of `f` on: 160 keys and 48
+// queries of dk 64 (four heads, eight over two K/V heads with GQA), a
+// window whose left edge falls inside a key block, a softcap of 5.
+SizeShape covering_shape(uint32_t f) {
+  const bool gqa = (f & kCoverGqa) != 0;
+  SizeShape s = shape("covering rule", 1, gqa ? 8 : 4, gqa ? 2 : 4, 48, 160, 64, 64);
+  if (f & kCoverCausal) s = causal(s, Align::bottom_right);
+  if (f & kCoverWindow) s = windowed(s, 37, (f & kCoverCausal) ? -1 : 19, Align::bottom_right);
+  s.explicit_mask = (f & kCoverMask) != 0;
+  s.key_padding = (f & kCoverKeyPadding) != 0;
+  s.bias = (f & kCoverBias) != 0;
+  s.softcap = (f & kCoverSoftcap) ? 5 : 0;
+  s.sink = (f & kCoverSink) ? 1 : 0;
+  std::string on;
+  for (int k = 0; k < kCoverFactors; ++k)
+    if ((f >> k) & 1u) on += (on.empty() ? "" : ", ") + std::string(kCoverFactorNames[k]);
+  s.label = "covering rule: " + (on.empty() ? std::string("none") : on);
+  return s;
+}
+
+}  // namespace
+
+const char* cover_factor_name(int k) { return kCoverFactorNames[k]; }
+
+uint32_t cover_factors(const SizeShape& s, const GenSpec& spec) {
+  uint32_t f = 0;
+  if (s.causal) f |= kCoverCausal;
+  if (s.windowed()) f |= kCoverWindow;
+  if (s.explicit_mask) f |= kCoverMask;
+  if (s.key_padding) f |= kCoverKeyPadding;
+  if (s.bias) f |= kCoverBias;
+  if (s.softcap > 0) f |= kCoverSoftcap;
+  if (s.kv_heads < s.heads) f |= kCoverGqa;
+  if (sink_allowed(spec) && (s.sink == 1 || (s.sink < 0 && s.variant % 2 == 1))) f |= kCoverSink;
+  return f;
+}
+
+uint32_t declared_cover_factors(const GenSpec& spec) {
+  const auto has = [&](Features bit) { return (spec.features & bit) != 0; };
+  uint32_t f = 0;
+  if (has(ATTNCHECK_FEATURE_CAUSAL)) f |= kCoverCausal;
+  if (has(ATTNCHECK_FEATURE_WINDOW)) f |= kCoverWindow;
+  if (has(ATTNCHECK_FEATURE_MASK)) f |= kCoverMask;
+  if (has(ATTNCHECK_FEATURE_KEY_VALID)) f |= kCoverKeyPadding;
+  if (has(ATTNCHECK_FEATURE_BIAS)) f |= kCoverBias;
+  if (has(ATTNCHECK_FEATURE_SOFTCAP)) f |= kCoverSoftcap;
+  if (sink_allowed(spec)) f |= kCoverSink;
+  if (has(ATTNCHECK_FEATURE_GQA)) f |= kCoverGqa;
+  return f;
+}
+
+std::vector<SizeShape> covering_shapes(const std::vector<SizeShape>& planned, const GenSpec& spec,
+                                       int64_t cap, int64_t weight, int64_t first_variant,
+                                       size_t max_shapes) {
+  const uint32_t declared = declared_cover_factors(spec);
+  std::vector<uint32_t> have;
+  for (const SizeShape& s : planned) have.push_back(cover_factors(s, spec));
+  std::vector<SizeShape> added;
+  std::vector<uint32_t> tried;
+  while (added.size() < max_shapes) {
+    const std::vector<PairCombo> missing = uncovered(have, declared);
+    if (missing.empty()) break;
+    // The factor set (a subset of the declared ones, not tried yet) that
+    // meets the most missing combinations; the smallest set on a tie.
+    uint32_t best = 0;
+    size_t best_gain = 0;
+    for (uint32_t f = declared;; f = (f - 1) & declared) {
+      if (std::find(tried.begin(), tried.end(), f) == tried.end()) {
+        size_t gain = 0;
+        for (const PairCombo& c : missing) gain += c.met_by(f);
+        if (gain > best_gain || (gain == best_gain && gain > 0 && __builtin_popcount(f) <
+                                                                      __builtin_popcount(best))) {
+          best = f;
+          best_gain = gain;
+        }
+      }
+      if (f == 0) break;
+    }
+    if (best_gain == 0) break;
+    tried.push_back(best);
+    SizeShape s = covering_shape(best);
+    SizeShape fitted = fit_shape(s, spec, cap, weight);
+    fitted.variant = first_variant + static_cast<int64_t>(added.size());
+    const uint32_t got = cover_factors(fitted, spec);
+    size_t gain = 0;
+    for (const PairCombo& c : missing) gain += c.met_by(got);
+    if (gain == 0) continue;  // fitting took what it was for (a limit)
+    have.push_back(got);
+    added.push_back(s);
+  }
+  return added;
+}
+
+std::vector<std::string> uncovered_pairs(const std::vector<SizeShape>& shapes,
+                                         const GenSpec& spec) {
+  std::vector<uint32_t> have;
+  for (const SizeShape& s : shapes) have.push_back(cover_factors(s, spec));
+  std::vector<std::string> out;
+  for (const PairCombo& c : uncovered(have, declared_cover_factors(spec))) {
+    out.push_back(fmt::format("{} {}, {} {}", kCoverFactorNames[c.a], c.va ? "on" : "off",
+                              kCoverFactorNames[c.b], c.vb ? "on" : "off"));
+  }
+  return out;
 }
 
 SizeShape random_real_shape(Profile profile, uint64_t seed) {

@@ -137,6 +137,47 @@ std::vector<SizeShape> fixed_real_shapes(Profile profile);
 /// judge every fixed shape (MatchesOracle) judge these too.
 std::vector<SizeShape> structural_real_shapes();
 
+/// The structural features of the covering rule (issue 51), as bits of a
+/// set: each a factor that is on or off in a shape.
+enum CoverFactor : uint32_t {
+  kCoverCausal = 1u << 0,
+  kCoverWindow = 1u << 1,
+  kCoverMask = 1u << 2,
+  kCoverKeyPadding = 1u << 3,
+  kCoverBias = 1u << 4,
+  kCoverSoftcap = 1u << 5,
+  kCoverSink = 1u << 6,
+  kCoverGqa = 1u << 7,
+};
+inline constexpr int kCoverFactors = 8;
+
+/// "causal", "window", "mask", "key padding", "bias", "softcap", "sink",
+/// "GQA": factor k (bit 1 << k).
+const char* cover_factor_name(int k);
+
+/// The factors a fitted shape has on (its sink: set, or by its variant as
+/// real_size_draw.cpp takes one where the spec allows it).
+uint32_t cover_factors(const SizeShape& s, const GenSpec& spec);
+
+/// The factors the spec lets a real-size shape turn on.
+uint32_t declared_cover_factors(const GenSpec& spec);
+
+/// The covering rule: for every pair of declared factors, each of its four
+/// on/off combinations in some shape of the run (strength-2 coverage),
+/// given the fitted shapes already planned. Returns the shapes to add
+/// (unfitted, greedy: each the factor set covering the most combinations
+/// still missing, fitted to see what it covers), numbered from
+/// `first_variant` in turn, at most `max_shapes`. Empty when the plan
+/// covers every pair already.
+std::vector<SizeShape> covering_shapes(const std::vector<SizeShape>& planned, const GenSpec& spec,
+                                       int64_t cap, int64_t reference_weight,
+                                       int64_t first_variant, size_t max_shapes = 8);
+
+/// The pair combinations the shapes leave uncovered ("mask on, sink off"),
+/// for a test and for the run's trace.
+std::vector<std::string> uncovered_pairs(const std::vector<SizeShape>& shapes,
+                                         const GenSpec& spec);
+
 /// A random real-size shape (lengths from the grid or arbitrary up to 4096
 /// under ci, 16384 under thorough; real head dims and head configurations;
 /// batch up to 3; decode and chunked prefill among them; half of them

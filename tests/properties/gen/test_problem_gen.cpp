@@ -10,6 +10,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
@@ -17,6 +18,8 @@
 #include "attncheck/registry.h"
 #include "judge/tolerance.h"
 #include "properties/gen/generators.h"
+#include "properties/gen/real_size_shapes.h"
+#include "run/real_sizes.h"
 
 namespace attncheck {
 namespace {
@@ -390,6 +393,44 @@ TEST(RealSizes, FixedListCoversEveryDeclaredStructureOfEveryBuiltIn) {
   }
   EXPECT_GT(checked, 10);
   EXPECT_GT(head_dims_checked, 5);
+}
+
+// The covering rule (issue 51): in every run, MatchesOracle's real-size
+// shapes hold each on/off combination of every pair of structural
+// features the implementation declares, whatever fitting to its limits
+// left of the fixed and structural lists, under both profiles and at any
+// seed; the lists alone leave some pairs uncovered (the rule adds shapes).
+TEST(RealSizes, EveryPairOfDeclaredFeaturesIsCoveredInEveryRun) {
+  int checked = 0, needed_the_rule = 0;
+  for (const auto& impl : registered_impls()) {
+    const ImplInfo& info = impl->info();
+    if (info.kind == Kind::broken) continue;
+    SCOPED_TRACE(info.name);
+    for (const DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      if (!info.supports(dtype)) continue;
+      for (const Profile profile : {Profile::ci, Profile::thorough}) {
+        const gen::GenSpec spec = gen::spec_for(info, dtype, profile);
+        const int64_t weight = gen::reference_weight(info);
+        for (const uint64_t seed : {kDefaultSeed, uint64_t{1}, uint64_t{2}, uint64_t{3}}) {
+          const auto shapes = planned_real_shapes("MatchesOracle", AtSize::all, profile, spec,
+                                                  weight, seed);
+          const auto left = gen::uncovered_pairs(shapes, spec);
+          EXPECT_TRUE(left.empty()) << dtype_name(dtype) << " " << static_cast<int>(profile) << " seed "
+                                    << seed << ": " << fmt::format("{}", fmt::join(left, "; "));
+        }
+        std::vector<gen::SizeShape> lists;
+        for (const auto& s : all_fixed_shapes()) {
+          gen::SizeShape f = gen::fit_shape(s, spec, gen::size_cost_cap(profile), weight);
+          f.variant = static_cast<int64_t>(lists.size());
+          lists.push_back(f);
+        }
+        if (!gen::uncovered_pairs(lists, spec).empty()) ++needed_the_rule;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 20);
+  EXPECT_GT(needed_the_rule, 0) << "the fixed lists cover every pair: the rule is never tested";
 }
 
 // A draw at each structural shape carries it into the problem, and the
