@@ -32,7 +32,8 @@
 //   exactly w keys (j > P + i - w). Everything else (non-causal with more
 //   than one query, top-left with tq != tk, tq > tk, more than one new
 //   token with past in a batch above 1) is refused (UNSUPPORTED, with the
-//   reason). Without masks or key padding no row is ever empty.
+//   reason). Without masks or key padding only tq > tk makes a row empty:
+//   declared `error`, and reported so.
 //
 // Precision (both ops, f32): ONNX Runtime's CPU kernels compute in f32
 // throughout (assumed from the code paths, onnxruntime/core/providers/
@@ -229,10 +230,13 @@ ForwardResult run_attention(const Problem& p, SessionCache& sessions) {
 
 // ---- com.microsoft.GroupQueryAttention ----
 
+// Bottom-right alignment only: GroupQueryAttention has no other (a
+// top-left problem with tq = tk would be the same, but the generators draw
+// top-left with any tq once it is declared).
 constexpr Features kGqaFeatures = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT |
-                                  ATTNCHECK_FEATURE_ALIGN_TOP_LEFT | ATTNCHECK_FEATURE_WINDOW |
-                                  ATTNCHECK_FEATURE_GQA | ATTNCHECK_FEATURE_STRIDES |
-                                  ATTNCHECK_FEATURE_SOFTCAP | ATTNCHECK_FEATURE_SCALE;
+                                  ATTNCHECK_FEATURE_WINDOW | ATTNCHECK_FEATURE_GQA |
+                                  ATTNCHECK_FEATURE_STRIDES | ATTNCHECK_FEATURE_SOFTCAP |
+                                  ATTNCHECK_FEATURE_SCALE;
 
 // Why GroupQueryAttention cannot compute `p` exactly ("" when it can).
 std::string gqa_refusal(const Problem& p) {
@@ -266,6 +270,9 @@ std::string gqa_refusal(const Problem& p) {
 }
 
 ForwardResult run_gqa(const Problem& p, SessionCache& sessions) {
+  // Declared `error`: a row without keys (causal bottom-right with tq > tk)
+  // is one GroupQueryAttention cannot take at all (it needs tk >= tq).
+  if (auto empty = first_empty_row_error(p)) return ForwardResult::failure(*empty);
   if (std::string why = gqa_refusal(p); !why.empty()) return refuse(why);
   float scale = 0, softcap = 0;
   if (!as_f32(p.scale, scale) || !as_f32(p.softcap, softcap)) {
