@@ -136,10 +136,14 @@ constexpr Features kAttentionFeatures =
     ATTNCHECK_FEATURE_ALIGN_BOTTOM_RIGHT | ATTNCHECK_FEATURE_SCALE;
 
 ForwardResult run_attention(const Problem& p, SessionCache& sessions) {
-  float scale = 0, softcap = 0;
-  if (!as_f32(p.scale, scale) || !as_f32(p.softcap, softcap)) {
-    return refuse("the scale and the softcap are f32 attributes of Attention: " +
-                  std::to_string(p.scale) + " or " + std::to_string(p.softcap) +
+  // The scale is an f32 attribute: rounded to f32, as the ggml adapters
+  // round it (the tolerance's gamma_{dk+2} of the q.k sums and the product
+  // by the scale). The generators draw softcaps that are f32 values; one
+  // that is not is refused rather than rounded.
+  const float scale = static_cast<float>(p.scale);
+  float softcap = 0;
+  if (!as_f32(p.softcap, softcap)) {
+    return refuse("the softcap is an f32 attribute of Attention: " + std::to_string(p.softcap) +
                   " is not an f32 value");
   }
   if (scale == 0) return refuse("Attention reads scale 0 as its default, 1/sqrt(dk)");
@@ -274,10 +278,14 @@ ForwardResult run_gqa(const Problem& p, SessionCache& sessions) {
   // is one GroupQueryAttention cannot take at all (it needs tk >= tq).
   if (auto empty = first_empty_row_error(p)) return ForwardResult::failure(*empty);
   if (std::string why = gqa_refusal(p); !why.empty()) return refuse(why);
-  float scale = 0, softcap = 0;
-  if (!as_f32(p.scale, scale) || !as_f32(p.softcap, softcap)) {
-    return refuse("the scale and the softcap are f32 attributes of GroupQueryAttention: " +
-                  std::to_string(p.scale) + " or " + std::to_string(p.softcap) +
+  // The scale is an f32 attribute: rounded to f32, as the ggml adapters
+  // round it (the tolerance's gamma_{dk+2} of the q.k sums and the product
+  // by the scale). The generators draw softcaps that are f32 values; one
+  // that is not is refused rather than rounded.
+  const float scale = static_cast<float>(p.scale);
+  float softcap = 0;
+  if (!as_f32(p.softcap, softcap)) {
+    return refuse("the softcap is an f32 attribute of GroupQueryAttention: " + std::to_string(p.softcap) +
                   " is not an f32 value");
   }
   if (scale == 0) return refuse("GroupQueryAttention reads scale 0 as its default, 1/sqrt(dk)");
