@@ -159,22 +159,36 @@ TEST(OrtAdapters, GroupQueryAttentionMatchesTheLoopReferenceAndRefusesWithAReaso
   }
 }
 
-// The cheap properties at a small case budget, real sizes off: each
-// passes, or is answered as unsupported or skipped for a reason. A failure
-// is a finding about ONNX Runtime (or a declaration): its report is printed.
-TEST(OrtAdapters, PassTheCheapPropertiesAtASmallBudget) {
-  const std::vector<std::string> names = {"MatchesOracle", "RowSumsToOne", "BatchHeadIndependence"};
+// Whether a failed outcome is only the refusal check: GroupQueryAttention
+// refuses what it cannot compute (non-causal problems with more than one
+// query, tq > tk, past keys with several new tokens in batch > 1), and the
+// ABI cannot yet declare those constraints (issue 52, item 3), so the
+// property fails naming the declared feature whose cases were refused.
+// Every case it judged passed.
+bool only_refusals(const PropertyOutcome& o) {
+  return o.message.starts_with("FAILED " + o.property + " on " + o.impl +
+                               ": the implementation refused (answered UNSUPPORTED)");
+}
+
+// The whole catalog at a small case budget, real sizes off (under a
+// second per adapter): each property passes, or is skipped or answered
+// unsupported for a reason. A failure is a finding about ONNX Runtime (or
+// a declaration) and its report is printed; for GroupQueryAttention the
+// refusal failures above are expected until the ABI can state its
+// constraints, and nothing else.
+TEST(OrtAdapters, PassTheCatalogAtASmallBudget) {
   for (const std::string& adapter : all_adapters()) {
+    const bool gqa = adapter.starts_with("ort_gqa");
     for (const PropertyDef& prop : property_defs()) {
-      if (std::find(names.begin(), names.end(), prop.name) == names.end()) continue;
       SCOPED_TRACE(adapter + " " + prop.name);
       RunConfig config;
       config.seed = kDefaultSeed;
       config.cases = 12;
       config.real_sizes = false;
       const PropertyOutcome o = run_property(prop, *impl(adapter), DType::f32, config);
-      EXPECT_NE(o.status, PropertyStatus::failed) << o.message;
       EXPECT_NE(o.status, PropertyStatus::not_run) << o.message;
+      if (o.status != PropertyStatus::failed) continue;
+      EXPECT_TRUE(gqa && only_refusals(o)) << o.message;
     }
   }
 }
