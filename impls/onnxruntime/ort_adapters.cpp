@@ -23,7 +23,8 @@
 //   bias where a key is allowed and -inf where it is not. `softcap` is
 //   applied to the scaled score before the mask is added, as SPEC 1 adds
 //   the bias after the softcap. A query whose keys are all masked out
-//   (bool mask) gives zeros: declared `zero`.
+//   gives zeros through either mask (NOTES.md; test_ort_adapters):
+//   declared `zero`.
 // - GroupQueryAttention: always causal, aligned bottom-right with the
 //   past keys first (query i sees key j when j <= P + i); the new keys
 //   are the last tq, the rest go in as past_key / past_value. It takes
