@@ -40,19 +40,25 @@
 #include "run/config.h"
 #include "commands.h"
 #include "ggml_not_built.h"
+#include "ort_not_built.h"
 
 namespace {
 
 // Why the ggml adapters are missing from this build ("" when they are
 // built): set by impls/CMakeLists.txt.
 constexpr const char* kGgmlNotBuilt = ATTNCHECK_GGML_NOT_BUILT;
+// The same for the ONNX Runtime adapters (ort_*).
+constexpr const char* kOrtNotBuilt = ATTNCHECK_ONNXRUNTIME_NOT_BUILT;
 
-// The one line for an implementation name nothing registered; a ggml
-// adapter's name says why the adapters are missing.
+// The one line for an implementation name nothing registered; a ggml or
+// ONNX Runtime adapter's name says why those adapters are missing.
 std::string unknown_impl(std::string_view option, const std::string& name) {
   std::string line = fmt::format("{}: unknown implementation '{}' (see attncheck list)", option, name);
   if (name.starts_with("ggml_") && *kGgmlNotBuilt != '\0') {
     line += fmt::format("; the ggml adapters are not built: {}", kGgmlNotBuilt);
+  }
+  if (name.starts_with("ort_") && *kOrtNotBuilt != '\0') {
+    line += fmt::format("; the ONNX Runtime adapters are not built: {}", kOrtNotBuilt);
   }
   return line;
 }
@@ -432,8 +438,12 @@ int check_command(const CheckOptions& opt) {
   }
   if (!opt.junit.empty()) reporters.push_back(&junit.emplace(opt.junit, "--junit"));
 
-  // A build without the ggml adapters says so once, on the run's output.
+  // A build without the ggml or the ONNX Runtime adapters says so once, on
+  // the run's output.
   if (*kGgmlNotBuilt != '\0') std::cout << "note: the ggml adapters are not built: " << kGgmlNotBuilt << "\n";
+  if (*kOrtNotBuilt != '\0') {
+    std::cout << "note: the ONNX Runtime adapters are not built: " << kOrtNotBuilt << "\n";
+  }
   FixtureErrors fixture_errors;
   reporters.push_back(&fixture_errors);
   const SessionResult result = run_session(config, reporters);

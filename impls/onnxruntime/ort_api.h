@@ -39,8 +39,10 @@ enum OnnxElementType : int {
 /// The OrtErrorCode the load-time probe status carries.
 enum OrtErrorCode : int { kOrtInvalidArgument = 2 };
 
-/// OrtLoggingLevel: only errors reach stderr.
-enum OrtLoggingLevel : int { kOrtLoggingLevelError = 3 };
+/// OrtLoggingLevel: only errors reach stderr (the smoke test's level), or
+/// only fatal ones (the adapters', which report a refused problem through
+/// its status and would otherwise print it twice).
+enum OrtLoggingLevel : int { kOrtLoggingLevelError = 3, kOrtLoggingLevelFatal = 4 };
 
 /// GraphOptimizationLevel's ORT_ENABLE_ALL, the level a user's session runs at.
 enum GraphOptimizationLevel : int { kOrtEnableAll = 99 };
