@@ -3,7 +3,9 @@
 #include "run/saved_failures.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,8 +13,7 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <map>
-#include <mutex>
+#include <functional>
 #include <system_error>
 
 #include "attncheck/dtype.h"
@@ -24,9 +25,8 @@
 namespace attncheck {
 namespace {
 
-// A fixture file as this process last read or wrote it: its identity and
-// modification time (nullopt: there was none). Forked children (--jobs)
-// inherit what the session read before forking.
+// A fixture file as this run last read or wrote it: its identity and
+// modification time.
 struct FileState {
   dev_t dev = 0;
   ino_t ino = 0;
@@ -44,26 +44,92 @@ std::optional<FileState> file_state(const std::string& path) {
   return FileState{st.st_dev, st.st_ino, st.st_size, st.st_mtim};
 }
 
-std::mutex seen_mutex;
-std::map<std::string, std::optional<FileState>>& seen_files() {
-  static std::map<std::string, std::optional<FileState>> seen;
-  return seen;
+// What this run has seen of each fixture path (nullopt state: absent), in
+// memory shared with the processes it forks (check --jobs): created by
+// the session's first read of the folder, before any fork, so that one
+// process's write is the run's and never taken for another run's by its
+// sibling processes. Keyed by the path's hash; a full table forgets (a
+// fixture then goes beside, never over another's).
+constexpr size_t kSeenEntries = 8192;
+struct SeenEntry {
+  uint64_t key;
+  uint8_t used, present;
+  FileState state;
+};
+struct SeenTable {
+  pthread_mutex_t mutex;  // process-shared and robust
+  SeenEntry entries[kSeenEntries];
+};
+
+SeenTable* seen_table() {
+  static SeenTable* const table = []() -> SeenTable* {
+    void* m = ::mmap(nullptr, sizeof(SeenTable), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    auto* t = static_cast<SeenTable*>(m);  // zero-filled: every entry unused
+    pthread_mutexattr_t a;
+    ::pthread_mutexattr_init(&a);
+    ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    ::pthread_mutex_init(&t->mutex, &a);
+    ::pthread_mutexattr_destroy(&a);
+    return t;
+  }();
+  return table;
+}
+
+class SeenLock {
+ public:
+  explicit SeenLock(SeenTable* t) : t_(t) {
+    // A process that died holding it (killed mid-save) left nothing half
+    // written that matters: an entry is rewritten whole before it is used.
+    if (::pthread_mutex_lock(&t_->mutex) == EOWNERDEAD) ::pthread_mutex_consistent(&t_->mutex);
+  }
+  ~SeenLock() { ::pthread_mutex_unlock(&t_->mutex); }
+  SeenLock(const SeenLock&) = delete;
+  SeenLock& operator=(const SeenLock&) = delete;
+
+ private:
+  SeenTable* t_;
+};
+
+// The entry of `path` (its slot, made when `make`), or nullptr.
+SeenEntry* seen_entry(SeenTable* t, const std::string& path, bool make) {
+  const uint64_t key = std::hash<std::string>{}(path) | 1;  // 0 is never a key
+  for (size_t k = 0; k < kSeenEntries; ++k) {
+    SeenEntry& e = t->entries[(key + k) % kSeenEntries];
+    if (e.used && e.key == key) return &e;
+    if (!e.used) {
+      if (!make) return nullptr;
+      e.used = 1;
+      e.key = key;
+      return &e;
+    }
+  }
+  return nullptr;
 }
 
 void remember(const std::string& path) {
+  SeenTable* t = seen_table();
+  if (!t) return;
   const auto state = file_state(path);
-  const std::lock_guard lock(seen_mutex);
-  seen_files()[path] = state;
+  const SeenLock lock(t);
+  if (SeenEntry* e = seen_entry(t, path, true)) {
+    e->present = state.has_value();
+    e->state = state.value_or(FileState{});
+  }
 }
 
-// True when the file at `path` is as this process last saw it (absent
+// True when the file at `path` is as this run last saw it (absent
 // included); a file never looked at may be written only when absent.
 bool unchanged_since_seen(const std::string& path) {
   const auto now = file_state(path);
-  const std::lock_guard lock(seen_mutex);
-  const auto it = seen_files().find(path);
-  if (it == seen_files().end()) return !now;
-  return it->second == now;
+  SeenTable* t = seen_table();
+  if (!t) return !now;
+  const SeenLock lock(t);
+  const SeenEntry* e = seen_entry(t, path, false);
+  if (!e) return !now;
+  return e->present ? now && e->state == *now : !now;
 }
 
 // An exclusive lock on the save folder, for one check-and-write. Without
