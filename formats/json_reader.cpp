@@ -4,6 +4,9 @@
 
 #include "formats/json_reader.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -145,8 +148,25 @@ std::vector<double> Reader::unpacked(std::string_view name, const json& v, int64
   auto& bytes = const_cast<json&>(v).get_binary();
   const auto n = static_cast<int64_t>(bytes.size() / sizeof(double));
   if (n != count) field_error(name, fmt::format("expected {} numbers, got {}", count, n));
-  std::vector<double> out(static_cast<size_t>(n));
-  if (n > 0) std::memcpy(out.data(), bytes.data(), bytes.size());
+  // Slice by slice through a small buffer, into room reserved but not
+  // zeroed, each slice's pages of the bytes given back once copied (they
+  // are discarded after): a tensor of 512 MiB is then in memory once at
+  // the peak, not twice. MADV_DONTNEED on private anonymous memory only
+  // drops pages this function never reads again.
+  constexpr size_t kSlice = size_t{1} << 24;
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(n));
+  std::vector<double> slice(std::min(kSlice, bytes.size()) / sizeof(double));
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  uint8_t* const base = bytes.data();
+  for (size_t at = 0; at < bytes.size(); at += kSlice) {
+    const size_t len = std::min(kSlice, bytes.size() - at);
+    std::memcpy(slice.data(), base + at, len);
+    out.insert(out.end(), slice.begin(), slice.begin() + static_cast<ptrdiff_t>(len / sizeof(double)));
+    const auto first = (reinterpret_cast<uintptr_t>(base) + at + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(base) + at + len) / page * page;
+    if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  }
   std::vector<uint8_t>().swap(bytes);
   return out;
 }

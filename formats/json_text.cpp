@@ -67,7 +67,9 @@ bool is_tensor_key(std::string_view key) {
 // A tensor holding anything else is built as an array, for its error.
 class Builder {
  public:
-  explicit Builder(bool pack) : pack_(pack) {}
+  /// `text_bytes`: the size of the text parsed, which bounds a tensor's
+  /// number of values.
+  Builder(bool pack, size_t text_bytes) : pack_(pack), text_bytes_(text_bytes) {}
 
   json root;
   std::string duplicate;  ///< the first key given twice in one object
@@ -124,7 +126,11 @@ class Builder {
     const bool in_problem = stack_.size() == 1 || (stack_.size() == 2 && names_[1] == "problem");
     if (pack_ && !stack_.empty() && stack_.back()->is_object() && in_problem && is_tensor_key(key_)) {
       packing_ = true;
-      bytes_.clear();
+      bytes_ = {};
+      // Room for as many values as the text can hold (each is a character
+      // and a separator at least), so a tensor's bytes are never copied
+      // to grow: reserved, not touched, the rest costs no memory.
+      bytes_.reserve(text_bytes_ / 2 * sizeof(double));
       return true;
     }
     open(value(json::value_t::array));
@@ -133,6 +139,8 @@ class Builder {
   bool end_array() {
     if (packing_) {
       packing_ = false;
+      // A tensor far smaller than the text gives its reserved room back.
+      if (bytes_.capacity() > 2 * bytes_.size() + (1 << 20)) bytes_.shrink_to_fit();
       value(json::binary(std::move(bytes_), formats::kPackedNumbers));
       bytes_ = {};
       return true;
@@ -191,6 +199,7 @@ class Builder {
   }
 
   bool pack_;
+  size_t text_bytes_;
   bool packing_ = false;
   std::vector<uint8_t> bytes_;  ///< the packed tensor being read
   std::vector<json*> stack_;    ///< the open arrays and objects
@@ -209,7 +218,7 @@ json parse_json(std::string_view text, const std::string& where, bool pack_tenso
                                  power_of_two(input_limits::kFileBytes)));
   }
   check_depth(text, where);
-  Builder builder(pack_tensors);
+  Builder builder(pack_tensors, text.size());
   const bool ok = json::sax_parse(text, &builder);
   if (!ok) throw InputError(one_line(fmt::format("{}: not valid JSON: {}", where, builder.error)));
   // A key twice in one object is an error, not "the last one wins": the

@@ -118,10 +118,10 @@ class IsolatedImpl : public IsolatedImplementation {
     std::lock_guard lock(mutex_);
     if (over_budget()) return ForwardResult::unsupported();
     Writer w;
-    w.reserve(problem_bytes(p) + 1);
+    w.borrow_large_arrays();  // p outlives the call: its tensors are sent where they are
     w.put<uint8_t>(kForward);
     put_problem(w, p);
-    const std::string reply = call(w.bytes(), "forward", reply_bound(p, w.bytes().size()));
+    const std::string reply = call(w, "forward", reply_bound(p, w.size()));
     return decoded("forward", [&] {
       Reader r(reply);
       if (const auto kind = r.get<uint8_t>(); kind != kForwardResult) rethrow(kind, r);
@@ -135,10 +135,10 @@ class IsolatedImpl : public IsolatedImplementation {
     std::lock_guard lock(mutex_);
     if (over_budget()) return BackwardResult::unsupported();
     Writer w;
-    w.reserve(problem_bytes(p) + 1);
+    w.borrow_large_arrays();
     w.put<uint8_t>(kBackward);
     put_problem(w, p);
-    const std::string reply = call(w.bytes(), "backward", reply_bound(p, w.bytes().size()));
+    const std::string reply = call(w, "backward", reply_bound(p, w.size()));
     return decoded("backward", [&] {
       Reader r(reply);
       if (const auto kind = r.get<uint8_t>(); kind != kBackwardResult) rethrow(kind, r);
@@ -158,7 +158,7 @@ class IsolatedImpl : public IsolatedImplementation {
     w.put<uint8_t>(kLayerRun);
     put_layer_call(w, lw, x);
     // A layer's output is [batch][tq][d_model], smaller than its input.
-    const std::string reply = call(w.bytes(), "the layer's run", w.bytes().size() + kMaxTextBytes);
+    const std::string reply = call(w, "the layer's run", w.size() + kMaxTextBytes);
     return decoded("the layer's run", [&] {
       Reader r(reply);
       if (const auto kind = r.get<uint8_t>(); kind != kLayerResult) rethrow(kind, r);
@@ -314,7 +314,7 @@ class IsolatedImpl : public IsolatedImplementation {
     if (it != lru.end()) lru.splice(lru.end(), lru, it);
   }
 
-  std::string call(const std::string& request, const char* what, uint64_t max_reply) const {
+  std::string call(const Writer& request, const char* what, uint64_t max_reply) const {
     if (cancel_requested()) throw Cancelled();
     const double cpu = static_cast<double>(options_.timeout_ms);
     if (!worker_.running()) start_worker(what, cpu);

@@ -517,7 +517,7 @@ uint64_t new_call_id() {
 
 }  // namespace
 
-std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::string* request,
+std::variant<std::string, Death> exchange(WorkerProcess& worker, const Writer* request,
                                           CallLimits limits, const char* what,
                                           uint64_t max_reply) {
   if (max_reply == 0 || max_reply > kMaxFrameBytes) max_reply = kMaxFrameBytes;
@@ -566,9 +566,12 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::stri
     if (ready < 0 && errno != EINTR) return x.died();
     if (ready > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) worker.drain_output();
     if (ready > 0 && sent < to_send && (pfd[0].revents & POLLOUT)) {
-      const char* from = sent < sizeof head ? reinterpret_cast<const char*>(head) + sent
-                                            : request->data() + (sent - sizeof head);
-      const size_t n = sent < sizeof head ? sizeof head - sent : to_send - sent;
+      const auto run = sent < sizeof head
+                           ? std::pair<const char*, size_t>(
+                                 reinterpret_cast<const char*>(head) + sent, sizeof head - sent)
+                           : request->run_at(sent - sizeof head);
+      const char* from = run.first;
+      const size_t n = run.second;
       const ssize_t k = ::send(worker.fd(), from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         sent += static_cast<size_t>(k);

@@ -163,7 +163,7 @@ struct CallLimits {
 /// start). A reply longer than `max_reply` bytes is malformed, never
 /// buffered. The worker's output is drained meanwhile. `what` names the
 /// call in messages.
-std::variant<std::string, Death> exchange(WorkerProcess& worker, const std::string* request,
+std::variant<std::string, Death> exchange(WorkerProcess& worker, const Writer* request,
                                           CallLimits limits, const char* what,
                                           uint64_t max_reply);
 

@@ -4,6 +4,7 @@
 
 #include "host/wire.h"
 
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -109,6 +110,31 @@ T get_fields(Reader& r) {
 
 }  // namespace
 
+std::pair<const char*, size_t> Writer::run_at(size_t at) const {
+  // Walk the spans in order: the logical message is bytes_ with each
+  // span's bytes inserted at its place.
+  size_t logical = 0, copied = 0;  // where the walk is, in each
+  for (const Span& s : spans_) {
+    const size_t before = s.at - copied;  // copied bytes before this span
+    if (at < logical + before) {
+      return {bytes_.data() + copied + (at - logical), before - (at - logical)};
+    }
+    logical += before;
+    copied = s.at;
+    if (at < logical + s.size) return {s.data + (at - logical), s.size - (at - logical)};
+    logical += s.size;
+  }
+  return {bytes_.data() + copied + (at - logical), bytes_.size() - copied - (at - logical)};
+}
+
+void Reader::release(size_t at, size_t n) const {
+  // The pages wholly inside [at, at + n): read already, never again.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<uintptr_t>(bytes_.data()) + at;
+  const uintptr_t first = (start + page - 1) / page * page, end = (start + n) / page * page;
+  if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
 bool send_frame(int fd, const std::string& payload) {
   // The length, then the payload where it is (no copy: a request can be a
   // gigabyte). MSG_NOSIGNAL: a dead peer is an error return, not a SIGPIPE.
@@ -139,18 +165,6 @@ bool read_exact(int fd, char* dst, size_t n) {
 }
 
 void put_problem(Writer& w, const Problem& p) { put_fields(w, p); }
-
-size_t problem_bytes(const Problem& p) {
-  size_t n = 4096;  // the fixed fields, the vectors' sizes
-  n += (p.q.data.size() + p.k.data.size() + p.v.data.size() + p.dout.size() + p.sink.size()) *
-       sizeof(double);
-  n += p.key_valid.size();
-  if (p.mask) n += p.mask->data.size();
-  if (p.bias) n += p.bias->data.size() * sizeof(double);
-  if (p.packed) n += (p.packed->cu_seqlens_q.size() + p.packed->cu_seqlens_k.size()) * sizeof(int64_t);
-  if (p.paged) n += (p.paged->block_table.size() + p.paged->seqlens_k.size()) * sizeof(int64_t);
-  return n;
-}
 
 Problem get_problem(Reader& r) { return get_fields<Problem>(r); }
 

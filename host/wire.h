@@ -5,6 +5,7 @@
 // results, ImplInfo). Both ends are the same binary, so doubles travel bit
 // for bit, NaN payloads and strides included.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -119,7 +120,13 @@ class Writer {
   void put_vec(const std::vector<T>& v) {
     static_assert(std::is_trivially_copyable_v<T>);
     put<uint64_t>(v.size());
-    bytes_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+    const size_t n = v.size() * sizeof(T);
+    if (borrow_ && n >= kBorrowedBytes) {
+      spans_.push_back({bytes_.size(), reinterpret_cast<const char*>(v.data()), n});
+      borrowed_ += n;
+      return;
+    }
+    bytes_.append(reinterpret_cast<const char*>(v.data()), n);
   }
   void put_str(const std::string& s) {
     put<uint64_t>(s.size());
@@ -128,10 +135,36 @@ class Writer {
   /// Makes room for `n` bytes at once: a large problem's message is then
   /// allocated once, not grown (a doubling copy at the peak) tensor by tensor.
   void reserve(size_t n) { bytes_.reserve(n); }
-  const std::string& bytes() const { return bytes_; }
+  /// From now on, arrays of kBorrowedBytes or more are not copied: the
+  /// message refers to them where they are (a request, whose problem
+  /// outlives its sending), so a real-size problem is not in the
+  /// harness's memory twice. Such a message is read through size() and
+  /// run_at(), never bytes().
+  void borrow_large_arrays() { borrow_ = true; }
+  /// The bytes of a message that borrows nothing.
+  const std::string& bytes() const {
+    if (!spans_.empty()) throw std::logic_error("Writer::bytes() of a message that borrows");
+    return bytes_;
+  }
+  /// The message's length, borrowed arrays included.
+  size_t size() const { return bytes_.size() + borrowed_; }
+  /// The contiguous bytes of the message from offset `at` (< size()) up to
+  /// the next boundary between copied and borrowed bytes.
+  std::pair<const char*, size_t> run_at(size_t at) const;
+
+  /// Arrays this large are borrowed by a message that borrows.
+  static constexpr size_t kBorrowedBytes = size_t{1} << 20;
 
  private:
+  struct Span {
+    size_t at;  ///< where in bytes_ the borrowed bytes belong
+    const char* data;
+    size_t size;
+  };
   std::string bytes_;
+  std::vector<Span> spans_;
+  size_t borrowed_ = 0;
+  bool borrow_ = false;
 };
 
 /// Reads values back in the order they were written; a message that ends
@@ -150,7 +183,22 @@ class Reader {
     const auto n = get<uint64_t>();
     if (n > (bytes_.size() - pos_) / sizeof(T))
       throw WireError("truncated message");
-    std::vector<T> v(n);
+    std::vector<T> v;
+    if (discard_ && n * sizeof(T) >= kSliceBytes) {
+      // Into room reserved, not zeroed, a slice at a time, each slice of
+      // the message given back once copied: the array is in memory about
+      // once while it is decoded.
+      v.reserve(n);
+      std::vector<T> slice(kSliceBytes / sizeof(T));
+      for (uint64_t done = 0; done < n;) {
+        const uint64_t k = std::min<uint64_t>(slice.size(), n - done);
+        take(slice.data(), k * sizeof(T));
+        v.insert(v.end(), slice.begin(), slice.begin() + static_cast<std::ptrdiff_t>(k));
+        done += k;
+      }
+      return v;
+    }
+    v.resize(n);
     take(v.data(), n * sizeof(T));
     return v;
   }
@@ -158,6 +206,11 @@ class Reader {
     const std::vector<char> v = get_vec<char>();
     return {v.begin(), v.end()};
   }
+  /// Gives the pages of each large array back to the system once it is
+  /// copied out (madvise DONTNEED): for a message its owner discards after
+  /// decoding (the worker's request), so that a real-size problem is in
+  /// memory about once while it is decoded, not twice.
+  void discard_as_read() { discard_ = true; }
   /// Bytes not yet read.
   size_t remaining() const { return bytes_.size() - pos_; }
   /// Throws WireError when bytes are left: a message is read whole.
@@ -169,18 +222,19 @@ class Reader {
   void take(void* dst, size_t n) {
     if (n > bytes_.size() - pos_) throw WireError("truncated message");
     if (n) std::memcpy(dst, bytes_.data() + pos_, n);  // dst is null for an empty vector
+    if (discard_ && n >= kSliceBytes / 2) release(pos_, n);
     pos_ += n;
   }
+  void release(size_t at, size_t n) const;
+  static constexpr size_t kSliceBytes = size_t{1} << 24;
   const std::string& bytes_;
   size_t pos_ = 0;
+  bool discard_ = false;
 };
 
 /// Every field of a problem.
 void put_problem(Writer& w, const Problem& p);
 
-/// About the bytes put_problem writes for `p` (its tensors' and arrays'
-/// data, plus room for the fixed fields): Writer::reserve's argument.
-size_t problem_bytes(const Problem& p);
 Problem get_problem(Reader& r);
 
 /// A layer's run: its weights and input.

@@ -85,6 +85,7 @@ Writer error_reply(Reply kind, const std::string& what) {
 Writer answer(const Implementation& impl, std::string&& request,
               const std::function<void()>& received, std::unique_ptr<Problem>& problem) {
   Reader r(request);
+  r.discard_as_read();  // the request is freed once decoded
   const auto op = r.get<uint8_t>();
   const auto decoded = [&] {
     std::string().swap(request);
