@@ -37,19 +37,24 @@ using Real = long double;
 
 using Transform = std::function<std::optional<Problem>(const Problem&)>;
 
-// A hypothesis that is attention on another problem: its exact result is the
-// oracle's for that problem, judged with the declared traits.
+// Attention on the changed problem `a`: the oracle's result for it, judged
+// with the declared traits.
+Alternative on_problem(Problem a, const PrecisionTraits& declared) {
+  Alternative alt;
+  alt.result = oracle(a);
+  alt.problem = std::move(a);
+  alt.traits = declared;
+  return alt;
+}
+
+// A hypothesis that is attention on another problem (on_problem).
 AlternativeFn transformed(Transform transform) {
   return [transform = std::move(transform)](
              const Problem& p, const OracleResult&,
              const PrecisionTraits& declared) -> std::optional<Alternative> {
     std::optional<Problem> changed = transform(p);
     if (!changed) return std::nullopt;
-    Alternative a;
-    a.result = oracle(*changed);
-    a.problem = std::move(*changed);
-    a.traits = declared;
-    return a;
+    return on_problem(std::move(*changed), declared);
   };
 }
 
@@ -287,11 +292,7 @@ std::optional<Alternative> q_rounded_to_f16(const Problem& p, const OracleResult
     x = r;
   }
   if (!changed) return std::nullopt;
-  Alternative alt;
-  alt.result = oracle(a);
-  alt.problem = std::move(a);
-  alt.traits = declared;
-  return alt;
+  return on_problem(std::move(a), declared);
 }
 
 // Q quantized to q8_0 with one scale per row where q8_0 is declared (per
@@ -318,11 +319,7 @@ std::optional<Alternative> q8_scale_per_row(const Problem& p, const OracleResult
         }
       }
   if (!changed) return std::nullopt;
-  Alternative alt;
-  alt.result = oracle(a);
-  alt.problem = std::move(a);
-  alt.traits = declared;
-  return alt;
+  return on_problem(std::move(a), declared);
 }
 
 // The sink lost on the rows whose first allowed key is at `block` or later:
