@@ -71,14 +71,15 @@ std::vector<gen::SizeShape> planned_real_shapes(const std::string& property, AtS
     }
     shapes.push_back(f);
   };
+  std::vector<gen::SizeShape> covering;
   if (plan.fixed_share == 0) {
     for (const auto& s : fixed) add(s);
     for (const auto& s : gen::structural_real_shapes()) add(s);
     // The covering rule (issue 51): every on/off combination of every pair
-    // of declared structural features, whatever fitting left of the lists.
-    for (const auto& s : gen::covering_shapes(shapes, spec, cap, weight,
-                                              static_cast<int64_t>(shapes.size())))
-      add(s);
+    // of declared structural features, whatever fitting left of the lists
+    // (not counting the random draws, so that it holds at every seed).
+    covering = gen::covering_shapes(shapes, spec, cap, weight,
+                                    static_cast<int64_t>(shapes.size()) + plan.random);
   } else {
     const size_t start = fnv1a(property) % fixed.size();
     const size_t step = fixed.size() / plan.fixed_share;
@@ -87,6 +88,9 @@ std::vector<gen::SizeShape> planned_real_shapes(const std::string& property, AtS
   for (int k = 0; k < plan.random; ++k) {
     add(gen::random_real_shape(profile, mix(seed ^ (0x5157ull + static_cast<uint64_t>(k)))));
   }
+  // Last, so that the random draws keep their numbers, and with them the
+  // serving parts they take, whatever the rule adds.
+  for (const auto& s : covering) add(s);
   return shapes;
 }
 

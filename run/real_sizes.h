@@ -21,10 +21,10 @@ struct SizePhase {
 };
 
 /// The fitted shapes the real-size phase judges for `property` (its
-/// at_size) under `profile`, in order: for AtSize::all the fixed list, the
-/// structural covering set and the covering rule's shapes
-/// (gen::covering_shapes), else a share of the fixed list; then the random
-/// draws of `seed`. `weight` is gen::reference_weight of the implementation.
+/// at_size) under `profile`, in order: for AtSize::all the fixed list and
+/// the structural covering set, else a share of the fixed list; then the
+/// random draws of `seed`; last, for AtSize::all, the covering rule's
+/// shapes (gen::covering_shapes) for what the lists leave uncovered. `weight` is gen::reference_weight of the implementation.
 std::vector<gen::SizeShape> planned_real_shapes(const std::string& property, AtSize at_size,
                                                 Profile profile, const gen::GenSpec& spec,
                                                 int64_t weight, uint64_t seed);
