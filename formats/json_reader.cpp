@@ -162,7 +162,8 @@ std::vector<double> Reader::unpacked(std::string_view name, const json& v, int64
   for (size_t at = 0; at < bytes.size(); at += kSlice) {
     const size_t len = std::min(kSlice, bytes.size() - at);
     std::memcpy(slice.data(), base + at, len);
-    out.insert(out.end(), slice.begin(), slice.begin() + static_cast<ptrdiff_t>(len / sizeof(double)));
+    const auto count = static_cast<ptrdiff_t>(len / sizeof(double));
+    out.insert(out.end(), slice.begin(), slice.begin() + count);
     const auto first = (reinterpret_cast<uintptr_t>(base) + at + page - 1) / page * page;
     const auto end = (reinterpret_cast<uintptr_t>(base) + at + len) / page * page;
     if (end > first) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);

@@ -566,12 +566,9 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const Writer* r
     if (ready < 0 && errno != EINTR) return x.died();
     if (ready > 0 && (pfd[1].revents & (POLLIN | POLLHUP))) worker.drain_output();
     if (ready > 0 && sent < to_send && (pfd[0].revents & POLLOUT)) {
-      const auto run = sent < sizeof head
-                           ? std::pair<const char*, size_t>(
-                                 reinterpret_cast<const char*>(head) + sent, sizeof head - sent)
-                           : request->run_at(sent - sizeof head);
-      const char* from = run.first;
-      const size_t n = run.second;
+      const char* const h = reinterpret_cast<const char*>(head);
+      const auto [from, n] = sent < sizeof head ? std::pair(h + sent, sizeof head - sent)
+                                                : request->run_at(sent - sizeof head);
       const ssize_t k = ::send(worker.fd(), from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         sent += static_cast<size_t>(k);
@@ -591,7 +588,7 @@ std::variant<std::string, Death> exchange(WorkerProcess& worker, const Writer* r
       while (buf.size() >= sizeof(uint64_t)) {
         uint64_t need = 0;
         std::memcpy(&need, buf.data(), sizeof need);
-        if (need < kHead - sizeof(uint64_t) + 1) return x.malformed("a frame too short to be a reply");
+        if (need <= kHead - sizeof(uint64_t)) return x.malformed("a frame too short to be a reply");
         if (need > max_reply + kHead - sizeof(uint64_t)) {
           return x.malformed(fmt::format(
               "a reply of {} bytes, more than the call can produce ({})", need, max_reply));
